@@ -1,0 +1,212 @@
+"""An agent's receiving end of the mailbox, for asyncio.
+
+    async with Inbox(mailbox, "alice") as inbox:
+        async for msg in inbox:
+            record(msg.id)      # wherever the consumer keeps its state
+            inbox.ack(msg)      # only then: the file moves to cur/
+
+Mail not acknowledged is delivered again after a restart, under the same id.
+The inbox scans ``new/`` when it starts, after every watcher hint, after a
+kernel queue overflow and at least every ``RESCAN_SECONDS``; files that are
+not well-formed messages for this agent go to ``bad/`` with a reason, and
+the inbox carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from types import TracebackType
+
+from .errors import InvalidMessage, MailboxError
+from .mailbox import Mailbox
+from .maildir import BadFile, Maildir
+from .message import Message
+from .watcher import Watcher, shared_watcher
+
+log = logging.getLogger(__name__)
+
+RESCAN_SECONDS = 1.0
+TMP_GRACE_SECONDS = 600.0
+CLEAN_EVERY_SECONDS = 60.0
+
+
+class Inbox:
+    """Wait for, read and acknowledge ``agent``'s mail. Use it from one event loop."""
+
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        agent: str,
+        *,
+        watcher: Watcher | None = None,
+        tmp_grace: float = TMP_GRACE_SECONDS,
+    ) -> None:
+        self.run = mailbox.run
+        self.agent = agent
+        self._maildir: Maildir = mailbox.open_maildir(agent)
+        self._watch_path = str(mailbox.root / agent / "new")
+        self._watcher = watcher
+        self._tmp_grace = tmp_grace
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: object = None
+        self._wake = asyncio.Event()
+        self._hint_pending = False
+        self._queue: deque[str] = deque()  # names seen by the last scan, not yet read
+        self._in_flight: dict[str, str] = {}  # id -> file name, handed out and not acknowledged
+        self._stuck: set[str] = set()  # bad files that could not even be moved to bad/
+        self._last_clean = float("-inf")
+        self.overflows = 0
+        self.quarantined = 0
+
+    # -- lifecycle -------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin watching (call from the event loop; ``next()`` does it for you)."""
+        if self._handle is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        watcher = self._watcher or shared_watcher()
+        self._watcher = watcher
+        self._handle = watcher.watch(self._watch_path, self._hint, self._overflowed)
+        self._clean_tmp()
+
+    def close(self) -> None:
+        if self._handle is not None and self._watcher is not None:
+            self._watcher.unwatch(self._handle)
+            self._handle = None
+        self._maildir.close()
+
+    async def __aenter__(self) -> Inbox:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- receiving -------------------------------------------------------
+
+    def __aiter__(self) -> Inbox:
+        return self
+
+    async def __anext__(self) -> Message:
+        return await self.next()
+
+    async def next(self) -> Message:
+        """The next unacknowledged message, oldest id first; waits until there is one."""
+        self.start()
+        while True:
+            msg = self._take()
+            if msg is not None:
+                return msg
+            self._wake.clear()  # before scanning: a hint during the scan sets it again
+            self._scan()
+            if self._queue:
+                continue
+            self._clean_tmp()
+            try:
+                async with asyncio.timeout(RESCAN_SECONDS):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    def poll(self) -> Message | None:
+        """The next message if one is waiting now, else None; never blocks."""
+        msg = self._take()
+        if msg is None:
+            self._scan()
+            msg = self._take()
+        return msg
+
+    def ack(self, msg: Message) -> None:
+        """Acknowledge a message the consumer has recorded: it will not be delivered again."""
+        try:
+            name = self._in_flight.pop(msg.id)
+        except KeyError:
+            raise MailboxError(f"message {msg.id} is not in flight in {self.agent}'s inbox") from None
+        self._maildir.ack(name, msg.id)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # -- internals -------------------------------------------------------
+
+    def _scan(self) -> None:
+        taken = set(self._in_flight.values()) | self._stuck
+        self._queue = deque(name for name in self._maildir.waiting() if name not in taken)
+
+    def _take(self) -> Message | None:
+        while self._queue:
+            name = self._queue.popleft()
+            try:
+                msg = self._read(name)
+            except FileNotFoundError:
+                continue  # acknowledged through another handle, or cleaned away
+            except (BadFile, InvalidMessage) as e:
+                self._quarantine(name, e.reason)
+                continue
+            self._in_flight[msg.id] = name
+            return msg
+        return None
+
+    def _read(self, name: str) -> Message:
+        msg = Message.decode(self._maildir.read(name))
+        if msg.run != self.run or msg.recipient != self.agent:
+            raise BadFile(
+                f"addressed to {msg.recipient!r} in run {msg.run!r}, found in {self.agent!r} of {self.run!r}"
+            )
+        if msg.id in self._in_flight:
+            raise BadFile(f"replayed id {msg.id}: a message with that id is in flight")
+        if self._maildir.acknowledged(msg.id):
+            raise BadFile(f"replayed id {msg.id}: a message with that id was acknowledged already")
+        return msg
+
+    def _quarantine(self, name: str, reason: str) -> None:
+        try:
+            self._maildir.quarantine(name, reason)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            log.error("cannot move %r out of %s's new/ (%s); skipping it", name, self.agent, e)
+            self._stuck.add(name)
+            return
+        self.quarantined += 1
+        log.warning("quarantined %r in %s's mailbox: %s", name, self.agent, reason)
+
+    def _clean_tmp(self) -> None:
+        now = time.monotonic()
+        if now - self._last_clean >= CLEAN_EVERY_SECONDS:
+            self._last_clean = now
+            self._maildir.clean_tmp(self._tmp_grace)
+
+    def clean_now(self) -> int:
+        """Remove stale files from ``tmp/`` now; returns how many."""
+        self._last_clean = time.monotonic()
+        return self._maildir.clean_tmp(self._tmp_grace)
+
+    # Called on the watcher's thread.
+
+    def _hint(self) -> None:
+        if self._hint_pending or self._loop is None:
+            return  # a wake is on its way already
+        self._hint_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._woken)
+        except RuntimeError:  # the loop has closed
+            self._hint_pending = False
+
+    def _overflowed(self) -> None:
+        self.overflows += 1
+        self._hint()
+
+    def _woken(self) -> None:
+        self._hint_pending = False
+        self._wake.set()
