@@ -24,7 +24,7 @@ from .errors import InvalidMessage, MailboxError
 from .mailbox import Mailbox
 from .maildir import BadFile, Maildir
 from .message import Message
-from .watcher import Watcher, shared_watcher
+from .watcher import Watcher, open_watcher
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,11 @@ CLEAN_EVERY_SECONDS = 60.0
 
 
 class Inbox:
-    """Wait for, read and acknowledge ``agent``'s mail. Use it from one event loop."""
+    """Wait for, read and acknowledge ``agent``'s mail. Use it from one event loop.
+
+    Inboxes of one loop should share a watcher (one inotify descriptor for
+    all); without one, an inbox opens its own and closes it with itself.
+    """
 
     def __init__(
         self,
@@ -49,11 +53,12 @@ class Inbox:
         self._maildir: Maildir = mailbox.open_maildir(agent)
         self._watch_path = str(mailbox.root / agent / "new")
         self._watcher = watcher
+        self._own_watcher: Watcher | None = None
         self._tmp_grace = tmp_grace
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: object = None
+        self._timer: asyncio.TimerHandle | None = None
         self._wake = asyncio.Event()
-        self._hint_pending = False
         self._queue: deque[str] = deque()  # names seen by the last scan, not yet read
         self._in_flight: dict[str, str] = {}  # id -> file name, handed out and not acknowledged
         self._stuck: set[str] = set()  # bad files that could not even be moved to bad/
@@ -68,15 +73,21 @@ class Inbox:
         if self._handle is not None:
             return
         self._loop = asyncio.get_running_loop()
-        watcher = self._watcher or shared_watcher()
-        self._watcher = watcher
-        self._handle = watcher.watch(self._watch_path, self._hint, self._overflowed)
-        self._clean_tmp()
+        if self._watcher is None:
+            self._watcher = self._own_watcher = open_watcher()
+        self._handle = self._watcher.watch(self._watch_path, self._wake.set, self._overflowed)
+        self._tick()
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._handle is not None and self._watcher is not None:
             self._watcher.unwatch(self._handle)
             self._handle = None
+        if self._own_watcher is not None:
+            self._own_watcher.close()
+            self._own_watcher = self._watcher = None
         self._maildir.close()
 
     async def __aenter__(self) -> Inbox:
@@ -108,14 +119,8 @@ class Inbox:
                 return msg
             self._wake.clear()  # before scanning: a hint during the scan sets it again
             self._scan()
-            if self._queue:
-                continue
-            self._clean_tmp()
-            try:
-                async with asyncio.timeout(RESCAN_SECONDS):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            if not self._queue:
+                await self._wake.wait()  # a hint, an overflow, or the rescan tick
 
     def poll(self) -> Message | None:
         """The next message if one is waiting now, else None; never blocks."""
@@ -153,12 +158,16 @@ class Inbox:
             except (BadFile, InvalidMessage) as e:
                 self._quarantine(name, e.reason)
                 continue
+            if msg is None:
+                continue
             self._in_flight[msg.id] = name
             return msg
         return None
 
-    def _read(self, name: str) -> Message:
-        msg = Message.decode(self._maildir.read(name))
+    def _read(self, name: str) -> Message | None:
+        """The message in ``new/name``; None if it turns out to be acknowledged already."""
+        raw = self._maildir.read(name)
+        msg = Message.decode(raw)
         if msg.run != self.run or msg.recipient != self.agent:
             raise BadFile(
                 f"addressed to {msg.recipient!r} in run {msg.run!r}, found in {self.agent!r} of {self.run!r}"
@@ -166,6 +175,9 @@ class Inbox:
         if msg.id in self._in_flight:
             raise BadFile(f"replayed id {msg.id}: a message with that id is in flight")
         if self._maildir.acknowledged(msg.id):
+            if self._maildir.holds_acknowledged(msg.id, raw):
+                self._maildir.ack(name, msg.id)  # an ack cut short by a crash: finish it
+                return None
             raise BadFile(f"replayed id {msg.id}: a message with that id was acknowledged already")
         return msg
 
@@ -181,7 +193,11 @@ class Inbox:
         self.quarantined += 1
         log.warning("quarantined %r in %s's mailbox: %s", name, self.agent, reason)
 
-    def _clean_tmp(self) -> None:
+    def _tick(self) -> None:
+        """Every RESCAN_SECONDS: wake for a scan (events are only hints), clean tmp/ now and then."""
+        assert self._loop is not None
+        self._timer = self._loop.call_later(RESCAN_SECONDS, self._tick)
+        self._wake.set()
         now = time.monotonic()
         if now - self._last_clean >= CLEAN_EVERY_SECONDS:
             self._last_clean = now
@@ -192,21 +208,6 @@ class Inbox:
         self._last_clean = time.monotonic()
         return self._maildir.clean_tmp(self._tmp_grace)
 
-    # Called on the watcher's thread.
-
-    def _hint(self) -> None:
-        if self._hint_pending or self._loop is None:
-            return  # a wake is on its way already
-        self._hint_pending = True
-        try:
-            self._loop.call_soon_threadsafe(self._woken)
-        except RuntimeError:  # the loop has closed
-            self._hint_pending = False
-
     def _overflowed(self) -> None:
         self.overflows += 1
-        self._hint()
-
-    def _woken(self) -> None:
-        self._hint_pending = False
         self._wake.set()

@@ -39,8 +39,12 @@ class Mailbox:
         self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         os.fchmod(self._root_fd, DIR_MODE)
         self.spill_dir = Path(spill_dir).resolve() if spill_dir is not None else None
+        self._open: dict[str, Maildir] = {}  # recipients' maildirs, kept open for sending
 
     def close(self) -> None:
+        for maildir in self._open.values():
+            maildir.close()
+        self._open.clear()
         if self._root_fd >= 0:
             os.close(self._root_fd)
             self._root_fd = -1
@@ -102,9 +106,16 @@ class Mailbox:
         payload = msg.encode()
         if len(payload) > MAX_MESSAGE_BYTES:
             msg, payload = self._spill(msg, len(payload))
-        with self.open_maildir(msg.recipient) as maildir:
-            maildir.deliver(msg.id, payload)
+        self._maildir_of(msg.recipient).deliver(msg.id, payload)
         return msg
+
+    def _maildir_of(self, recipient: str) -> Maildir:
+        maildir = self._open.get(recipient)
+        if maildir is None or not maildir.alive():
+            if maildir is not None:
+                maildir.close()
+            maildir = self._open[recipient] = self.open_maildir(recipient)
+        return maildir
 
     def broadcast(self, *, sender: str, body: str, **fields: Any) -> list[Message]:
         """Deliver one copy (each with its own id) to every member but the sender."""
@@ -123,8 +134,7 @@ class Mailbox:
 
     def locate(self, recipient: str, msg_id: str) -> str | None:
         """Where a message is: ``"new"``, ``"cur"`` or None. For a sender back from a crash."""
-        with self.open_maildir(recipient) as maildir:
-            return maildir.location(msg_id)
+        return self._maildir_of(recipient).location(msg_id)
 
     # -- spilling --------------------------------------------------------
 

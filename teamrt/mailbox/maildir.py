@@ -145,6 +145,10 @@ class Maildir:
         finally:
             os.close(agent_fd)
 
+    def alive(self) -> bool:
+        """False once the maildir has been removed from under these descriptors."""
+        return os.fstat(self._fds["new"]).st_nlink > 0
+
     def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)
@@ -218,9 +222,9 @@ class Maildir:
                 raise BadFile(f"mode {stat.S_IMODE(st.st_mode):04o} opens it to other users (want 0600)")
             if st.st_size > MAX_MESSAGE_BYTES:
                 raise BadFile(f"{st.st_size} bytes, over the {MAX_MESSAGE_BYTES}-byte cap")
-            data = _read_up_to(fd, MAX_MESSAGE_BYTES + 1)
-            if len(data) > MAX_MESSAGE_BYTES:
-                raise BadFile(f"grew past the {MAX_MESSAGE_BYTES}-byte cap while being read")
+            data = _read_all(fd, st.st_size)
+            if len(data) != st.st_size:
+                raise BadFile(f"changed size while being read ({st.st_size} -> {len(data)} bytes)")
             return data
         finally:
             os.close(fd)
@@ -231,6 +235,13 @@ class Maildir:
         except FileNotFoundError:
             return False
         return True
+
+    def holds_acknowledged(self, msg_id: str, payload: bytes) -> bool:
+        """True if ``cur/`` holds exactly ``payload`` under ``msg_id``."""
+        try:
+            return self.read(f"{msg_id}.json", "cur") == payload
+        except (FileNotFoundError, BadFile):
+            return False
 
     def ack(self, name: str, msg_id: str) -> None:
         """Move ``new/name`` to ``cur/<id>.json``."""
@@ -248,26 +259,32 @@ class Maildir:
         os.unlink(name, dir_fd=new_fd)
 
     def quarantine(self, name: str, reason: str, sub: str = "new") -> str:
-        """Move ``sub/name`` into ``bad/`` beside a reason file; returns its name in ``bad/``."""
+        """Move ``sub/name`` into ``bad/`` beside a reason note; returns its name in ``bad/``.
+
+        The note is written (durably) first: a crash in between leaves a note
+        whose file is still in ``sub/``, to be quarantined again, never a file
+        without its reason.
+        """
         bad_fd = self._fds["bad"]
         bad_name = new_id()
-        os.rename(name, bad_name, src_dir_fd=self._fds[sub], dst_dir_fd=bad_fd)
         note = {"reason": reason, "name": name, "from": sub, "at": time.time()}
-        fd = os.open(bad_name + REASON_SUFFIX, _CREATE_FLAGS, FILE_MODE, dir_fd=bad_fd)
-        try:
-            _write_all(fd, json.dumps(note, ensure_ascii=True).encode())
-        finally:
-            os.close(fd)
+        write_durably(json.dumps(note).encode(), bad_fd, bad_name, bad_fd, bad_name + REASON_SUFFIX)
+        os.rename(name, bad_name, src_dir_fd=self._fds[sub], dst_dir_fd=bad_fd)
         return bad_name
 
     def quarantined(self) -> Iterator[dict[str, Any]]:
-        """The reason notes in ``bad/``, oldest first."""
-        bad_fd = self._fds["bad"]
-        for entry in sorted(os.listdir(bad_fd)):
-            if entry.endswith(REASON_SUFFIX):
+        """The reason notes in ``bad/``, oldest first; an unreadable note is reported as such."""
+        for entry in sorted(os.listdir(self._fds["bad"])):
+            if not entry.endswith(REASON_SUFFIX):
+                continue
+            try:
                 note = json.loads(self.read(entry, "bad"))
-                note["file"] = entry.removesuffix(REASON_SUFFIX)
-                yield note
+                if not isinstance(note, dict):
+                    raise ValueError("not an object")
+            except (BadFile, ValueError, FileNotFoundError) as e:
+                note = {"reason": f"unreadable reason note: {e}", "name": None, "from": None, "at": None}
+            note["file"] = entry.removesuffix(REASON_SUFFIX)
+            yield note
 
     def clean_tmp(self, grace: float) -> int:
         """Remove files in ``tmp/`` older than ``grace`` seconds; quarantine non-files there."""
@@ -299,18 +316,25 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def _read_all(fd: int, size: int) -> bytes:
+    """Read a file fstat said has ``size`` bytes, and at most one byte more.
+
+    A short read that completes ``size`` is the end (one read on a local
+    disk); other short reads, as some network filesystems give, go on.
+    """
+    chunks, total = [], 0
+    while total <= size:
+        chunk = os.read(fd, size + 1 - total)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total == size:
+            break
+    return b"".join(chunks)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _read_up_to(fd: int, limit: int) -> bytes:
-    chunks, size = [], 0
-    while size < limit:
-        chunk = os.read(fd, limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)

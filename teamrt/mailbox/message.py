@@ -85,9 +85,9 @@ class Message:
         data: dict[str, Any] | None = None,
         epoch: int = 0,
     ) -> Message:
-        """Build a valid message with a fresh id (its own thread unless given one)."""
+        """A message with a fresh id (its own thread unless given one); validated when encoded."""
         msg_id = new_id()
-        msg = cls(
+        return cls(
             id=msg_id,
             run=run,
             sender=sender,
@@ -101,8 +101,6 @@ class Message:
             created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
             epoch=epoch,
         )
-        validate(msg.to_dict())
-        return msg
 
     def reply(self, body: str, *, kind: str = "message", epoch: int = 0, **extra: Any) -> Message:
         """A message from this one's recipient back to its sender, in the same thread."""
@@ -146,9 +144,11 @@ class Message:
     def encode(self) -> bytes:
         """The bytes of the message file; raises :class:`InvalidMessage`."""
         obj = self.to_dict()
-        validate(obj)
-        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return text.encode("utf-8")  # validate() ruled out lone surrogates
+        validate(obj, check_text=False)
+        try:
+            return _ENCODER.encode(obj).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidMessage(_SURROGATE) from None
 
     @classmethod
     def decode(cls, raw: bytes) -> Message:
@@ -168,10 +168,11 @@ class Message:
         except RecursionError:
             raise InvalidMessage(f"nested deeper than {MAX_DEPTH} levels") from None
         except json.JSONDecodeError as e:
-            raise InvalidMessage(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+            raise InvalidMessage(f"not JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
         except ValueError as e:  # an int past Python's digit limit, or a hook's refusal
             raise InvalidMessage(str(e)) from None
-        validate(obj)
+        # Only a \u escape can smuggle a lone surrogate past strict UTF-8.
+        validate(obj, check_text=b"\\u" in raw)
         return cls(
             id=obj["id"],
             run=obj["run"],
@@ -194,8 +195,12 @@ def preview(body: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def validate(obj: object) -> None:
-    """Raise :class:`InvalidMessage` unless ``obj`` is a schema-1 message object."""
+def validate(obj: object, *, check_text: bool = True) -> None:
+    """Raise :class:`InvalidMessage` unless ``obj`` is a schema-1 message object.
+
+    ``check_text=False`` skips the search for lone surrogates, for callers
+    that find them another way (encoding to UTF-8 fails on them).
+    """
     if not isinstance(obj, dict):
         raise InvalidMessage("not a JSON object")
     if obj.get("v") != SCHEMA_VERSION or type(obj.get("v")) is not int:
@@ -230,23 +235,28 @@ def validate(obj: object) -> None:
         raise InvalidMessage("'epoch' must be a non-negative integer")
     if not _is_timestamp(obj["created_at"]):
         raise InvalidMessage("'created_at' must be an ISO 8601 time with a UTC offset")
-    _check_values(obj)
+    if check_text:
+        for key in ("summary", "body"):
+            _check_text(obj[key])
+    _check_values(obj["data"], check_text)
 
 
-def _check_values(root: dict[str, Any]) -> None:
-    """Every value is plain JSON: str keys, finite numbers, UTF-8-encodable text, depth bounded."""
-    stack: list[tuple[Any, int]] = [(root, 1)]
+def _check_values(data: dict[str, Any], check_text: bool) -> None:
+    """``data`` is plain JSON: str keys, finite numbers, depth bounded (and valid text)."""
+    stack: list[tuple[Any, int]] = [(data, 2)]  # the message object is level 1
     while stack:
         value, depth = stack.pop()
         if isinstance(value, str):
-            _check_text(value)
+            if check_text:
+                _check_text(value)
         elif isinstance(value, dict):
             if depth > MAX_DEPTH:
                 raise InvalidMessage(f"nested deeper than {MAX_DEPTH} levels")
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise InvalidMessage("object keys must be strings")
-                _check_text(key)
+                if check_text:
+                    _check_text(key)
                 stack.append((item, depth + 1))
         elif isinstance(value, list):
             if depth > MAX_DEPTH:
@@ -259,11 +269,14 @@ def _check_values(root: dict[str, Any]) -> None:
             raise InvalidMessage(f"{type(value).__name__} is not a JSON value")
 
 
+_SURROGATE = "text holds a lone surrogate, which is not valid UTF-8"
+
+
 def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidMessage("text holds a lone surrogate, which is not valid UTF-8") from None
+        raise InvalidMessage(_SURROGATE) from None
 
 
 def _is_timestamp(value: object) -> bool:
@@ -286,3 +299,7 @@ def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> None:
     raise InvalidMessage(f"{name} is not allowed (strict JSON)")
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object_without_duplicates, parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
