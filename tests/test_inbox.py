@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
 import os
 import threading
 import time
@@ -215,3 +217,38 @@ def test_hostile_files_are_quarantined_with_a_reason_and_nothing_else_is_lost(
     assert (bad / notes["02-invalid-json"]["file"]).read_bytes() == b'{"v": 1, "id": '
     assert (bad / notes["00-symlink"]["file"]).is_symlink()
     assert elsewhere.exists()
+
+
+def test_a_refused_inotify_watch_falls_back_to_polling(
+    mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As when fs.inotify.max_user_watches is exhausted: that mailbox is polled instead."""
+    import watchdog.observers.inotify_c as inotify_c
+
+    def refuse(fd: int, path: bytes, mask: int) -> int:
+        ctypes.set_errno(errno.ENOSPC)
+        return -1
+
+    monkeypatch.setattr(inotify_c, "inotify_add_watch", refuse)
+    watcher = open_watcher("inotify")
+
+    async def go() -> Message:
+        async with Inbox(mailbox, "alice", watcher=watcher) as inbox:
+            later(0.05, partial(mailbox.post, sender="bob", recipient="alice", body="polled"))
+            return await asyncio.wait_for(inbox.next(), 5)
+
+    try:
+        assert asyncio.run(go()).body == "polled"
+    finally:
+        watcher.close()
+
+
+def test_no_inotify_at_all_means_the_polling_watcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    import watchdog.observers.inotify_c as inotify_c
+
+    monkeypatch.setattr(inotify_c, "inotify_init", lambda: -1)
+    watcher = open_watcher()
+    try:
+        assert watcher.kind == "poll"
+    finally:
+        watcher.close()

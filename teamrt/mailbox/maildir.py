@@ -165,7 +165,7 @@ class Maildir:
     def deliver(self, msg_id: str, payload: bytes) -> bool:
         """Durably put ``payload`` into ``new/``; False if this exact message was there already."""
         final = f"{msg_id}.json"
-        if self._holds("cur", final, payload, msg_id):
+        if self._exists("cur", final) and self._holds("cur", final, payload, msg_id):
             return False  # a resend of a message delivered and acknowledged before
         if write_durably(payload, self._fds["tmp"], msg_id, self._fds["new"], final):
             return True
@@ -189,12 +189,12 @@ class Maildir:
     def location(self, msg_id: str) -> str | None:
         """``"new"`` (waiting), ``"cur"`` (acknowledged) or None for a message id."""
         for sub in ("new", "cur"):
-            try:
-                os.stat(f"{msg_id}.json", dir_fd=self._fds[sub], follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            return sub
+            if self._exists(sub, f"{msg_id}.json"):
+                return sub
         return None
+
+    def _exists(self, sub: str, name: str) -> bool:
+        return os.access(name, os.F_OK, dir_fd=self._fds[sub], follow_symlinks=False)
 
     # -- receiving -------------------------------------------------------
 
@@ -230,11 +230,7 @@ class Maildir:
             os.close(fd)
 
     def acknowledged(self, msg_id: str) -> bool:
-        try:
-            os.stat(f"{msg_id}.json", dir_fd=self._fds["cur"], follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        return True
+        return self._exists("cur", f"{msg_id}.json")
 
     def holds_acknowledged(self, msg_id: str, payload: bytes) -> bool:
         """True if ``cur/`` holds exactly ``payload`` under ``msg_id``."""
