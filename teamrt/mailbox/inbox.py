@@ -34,7 +34,8 @@ CLEAN_EVERY_SECONDS = 60.0
 
 
 class Inbox:
-    """Wait for, read and acknowledge ``agent``'s mail. Use it from one event loop.
+    """Wait for, read and acknowledge ``agent``'s mail. Use it from one event loop;
+    senders may deliver from any thread or process.
 
     Inboxes of one loop should share a watcher (one inotify descriptor for
     all); without one, an inbox opens its own and closes it with itself.
@@ -198,10 +199,11 @@ class Inbox:
         assert self._loop is not None
         self._timer = self._loop.call_later(RESCAN_SECONDS, self._tick)
         self._wake.set()
-        now = time.monotonic()
-        if now - self._last_clean >= CLEAN_EVERY_SECONDS:
-            self._last_clean = now
-            self._maildir.clean_tmp(self._tmp_grace)
+        if time.monotonic() - self._last_clean >= CLEAN_EVERY_SECONDS:
+            try:
+                self.clean_now()
+            except OSError as e:  # tmp/ unreadable: delivery still works, say so and go on
+                log.error("cannot clean %s's tmp/: %s", self.agent, e)
 
     def clean_now(self) -> int:
         """Remove stale files from ``tmp/`` now; returns how many."""

@@ -240,19 +240,22 @@ class Maildir:
             return False
 
     def ack(self, name: str, msg_id: str) -> None:
-        """Move ``new/name`` to ``cur/<id>.json``."""
+        """Move ``new/name`` to ``cur/<id>.json`` (done already is fine)."""
         new_fd = self._fds["new"]
         try:
             os.link(
-                name,
-                f"{msg_id}.json",
-                src_dir_fd=new_fd,
-                dst_dir_fd=self._fds["cur"],
-                follow_symlinks=False,
+                name, f"{msg_id}.json", src_dir_fd=new_fd, dst_dir_fd=self._fds["cur"], follow_symlinks=False
             )
         except FileExistsError:
             pass  # acknowledged before, then delivered again: the copy in cur/ stands
-        os.unlink(name, dir_fd=new_fd)
+        except FileNotFoundError:
+            if self.acknowledged(msg_id):
+                return  # acknowledged through another handle
+            raise MailboxError(f"message {msg_id} vanished from {self.shown}/new before its ack") from None
+        try:
+            os.unlink(name, dir_fd=new_fd)
+        except FileNotFoundError:
+            pass
 
     def quarantine(self, name: str, reason: str, sub: str = "new") -> str:
         """Move ``sub/name`` into ``bad/`` beside a reason note; returns its name in ``bad/``.
