@@ -229,10 +229,13 @@ def floor_throughput(base: Path, per_sender: int, payload: bytes, sync_dir: bool
 
 
 class LockedJsonInbox:
+    """The rival's inbox: one JSON array, rewritten whole under a lock file for each message."""
+
     def __init__(self, directory: Path) -> None:
         self.path = directory / "inbox.json"
         self.lock = directory / "inbox.lock"
-        self.path.write_text("[]")
+        if not self.path.exists():
+            self.path.write_text("[]")
 
     def _locked(self) -> int:
         fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o600)
@@ -260,8 +263,7 @@ class LockedJsonInbox:
 
 
 def polling_receiver(directory: str, count: int, conn: Connection, ready: Event) -> None:
-    inbox = LockedJsonInbox.__new__(LockedJsonInbox)
-    inbox.path, inbox.lock = Path(directory) / "inbox.json", Path(directory) / "inbox.lock"
+    inbox = LockedJsonInbox(Path(directory))
     ready.set()
     seen = 0
     while seen < count:
@@ -281,10 +283,11 @@ def polling_latency(base: Path, n: int) -> list[float]:
     proc.start()
     ready.wait()
     rng = random.Random(7)
-    samples = []
-    for i in range(n):
-        time.sleep(rng.uniform(0, POLL_SECONDS))  # arrive at a random phase of the poll
+    for i in range(n):  # arrivals at random phases of the poll, not waiting for receipts
+        time.sleep(rng.uniform(0, POLL_SECONDS / 2))
         inbox.append({"t0": now(), "body": f"ping {i}"})
+    samples = []
+    for _ in range(n):
         sent_at, woke = parent.recv()
         samples.append((woke - sent_at) / 1e6)
     proc.join()
@@ -308,7 +311,7 @@ def main() -> None:
     parser.add_argument(
         "--per-sender", type=int, default=500, help="messages per sender per throughput round"
     )
-    parser.add_argument("--polling-n", type=int, default=16, help="messages through the polled JSON inbox")
+    parser.add_argument("--polling-n", type=int, default=40, help="messages through the polled JSON inbox")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="teamrt-bench-", dir=os.environ.get("TMPDIR")) as tmp:
