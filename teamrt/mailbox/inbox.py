@@ -139,10 +139,6 @@ class Inbox:
             raise MailboxError(f"message {msg.id} is not in flight in {self.agent}'s inbox") from None
         self._maildir.ack(name, msg.id)
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._in_flight)
-
     # -- internals -------------------------------------------------------
 
     def _scan(self) -> None:
