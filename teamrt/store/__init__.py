@@ -1,0 +1,69 @@
+"""The run store (see ../shared/DESIGN.md, Contracts): SQLite through SQLAlchemy, one writer per run.
+
+Knows nothing of agents' behaviour or of models: rows in, records out.
+"""
+
+from .errors import (
+    InvalidTransition,
+    NotFound,
+    RunExists,
+    RunNotFound,
+    RunOwned,
+    SchemaTooNew,
+    SchemaTooOld,
+    StoreClosed,
+    StoreError,
+    StoreWriteFailed,
+    TaskUnavailable,
+)
+from .ownership import owner_alive
+from .reader import StoreReader, open_reader
+from .records import (
+    AgentRecord,
+    EventRecord,
+    IngestedMail,
+    MailRecord,
+    NewEvent,
+    Owner,
+    ProcessRecord,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+    ToolUse,
+    TurnRecord,
+    Usage,
+)
+from .store import Store, create_store, open_store
+
+__all__ = [
+    "AgentRecord",
+    "EventRecord",
+    "IngestedMail",
+    "InvalidTransition",
+    "MailRecord",
+    "NewEvent",
+    "NotFound",
+    "Owner",
+    "ProcessRecord",
+    "RunExists",
+    "RunNotFound",
+    "RunOwned",
+    "RunRecord",
+    "SchemaTooNew",
+    "SchemaTooOld",
+    "Store",
+    "StoreClosed",
+    "StoreError",
+    "StoreReader",
+    "StoreWriteFailed",
+    "TaskRecord",
+    "TaskUnavailable",
+    "ToolCallRecord",
+    "ToolUse",
+    "TurnRecord",
+    "Usage",
+    "create_store",
+    "open_reader",
+    "open_store",
+    "owner_alive",
+]

@@ -1,0 +1,174 @@
+"""Reading a run's store: what the TUI, ``teamrt ls`` and a resume see.
+
+A reader never writes run data. Each method reads inside one transaction,
+so what it returns is a consistent snapshot, and returns records, never
+ORM objects. Methods block; the TUI calls them from worker threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Row, select
+
+from . import engine as eng
+from . import migrate
+from . import tables as t
+from .errors import NotFound, RunNotFound, SchemaTooNew, SchemaTooOld
+from .ownership import OwnerLock
+from .records import AgentRecord, EventRecord, MailRecord, RunRecord, TaskRecord, ToolCallRecord, TurnRecord
+
+
+class StoreReader:
+    def __init__(self, engine: Engine, run: str) -> None:
+        self._engine = engine
+        self.run_id = run
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn, conn.begin():
+            yield conn
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def run(self) -> RunRecord:
+        with self._read() as conn:
+            row = conn.execute(select(t.runs).where(t.runs.c.id == self.run_id)).first()
+        if row is None:
+            raise NotFound("run", self.run_id)
+        return t.run_record(row)
+
+    def agents(self) -> list[AgentRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(t.agents).where(t.agents.c.run_id == self.run_id).order_by(t.agents.c.created_at)
+            ).all()
+        return [t.agent_record(r) for r in rows]
+
+    def agent(self, name: str) -> AgentRecord:
+        with self._read() as conn:
+            row = conn.execute(
+                select(t.agents).where(t.agents.c.run_id == self.run_id, t.agents.c.name == name)
+            ).first()
+        if row is None:
+            raise NotFound("agent", name)
+        return t.agent_record(row)
+
+    def turns(self, agent: str, after_seq: int = 0) -> list[TurnRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(t.turns)
+                .where(t.turns.c.run_id == self.run_id, t.turns.c.agent == agent, t.turns.c.seq > after_seq)
+                .order_by(t.turns.c.seq)
+            ).all()
+        return [t.turn_record(r) for r in rows]
+
+    def tool_calls(self, agent: str | None = None, statuses: Collection[str] = ()) -> list[ToolCallRecord]:
+        """Journaled calls in the order they were asked for, with the processes each started."""
+        query = select(t.tool_calls).where(t.tool_calls.c.run_id == self.run_id)
+        if agent is not None:
+            query = query.where(t.tool_calls.c.agent == agent)
+        if statuses:
+            query = query.where(t.tool_calls.c.status.in_(statuses))
+        with self._read() as conn:
+            calls = conn.execute(query.order_by(t.tool_calls.c.turn_id, t.tool_calls.c.created_at)).all()
+            procs = conn.execute(
+                select(t.tool_processes)
+                .where(t.tool_processes.c.run_id == self.run_id)
+                .order_by(t.tool_processes.c.id)
+            ).all()
+        by_call: dict[str, list[Row[Any]]] = {}
+        for p in procs:
+            by_call.setdefault(p._mapping["call_id"], []).append(p)
+        return [t.tool_call_record(c, by_call.get(c._mapping["id"], [])) for c in calls]
+
+    def mail(self, agent: str | None = None) -> list[MailRecord]:
+        query = select(t.mail).where(t.mail.c.run_id == self.run_id)
+        if agent is not None:
+            query = query.where(t.mail.c.agent == agent)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(t.mail.c.turn_id, t.mail.c.id)).all()
+        return [t.mail_record(r) for r in rows]
+
+    def ingested_ids(self, agent: str) -> set[str]:
+        with self._read() as conn:
+            ids = conn.execute(
+                select(t.mail.c.id).where(t.mail.c.run_id == self.run_id, t.mail.c.agent == agent)
+            ).scalars()
+            return set(ids)
+
+    def tasks(self) -> list[TaskRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(t.tasks).where(t.tasks.c.run_id == self.run_id).order_by(t.tasks.c.id)
+            ).all()
+            blockers = conn.execute(
+                select(t.task_blockers.c.task_id, t.task_blockers.c.blocker_id).where(
+                    t.task_blockers.c.task_id.in_([r._mapping["id"] for r in rows])
+                )
+            ).all()
+        by_task: dict[int, list[int]] = {}
+        for task_id, blocker_id in blockers:
+            by_task.setdefault(task_id, []).append(blocker_id)
+        return [t.task_record(r, by_task.get(r._mapping["id"], [])) for r in rows]
+
+    def events(self, after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
+        query = (
+            select(t.events)
+            .where(t.events.c.run_id == self.run_id, t.events.c.id > after_id)
+            .order_by(t.events.c.id)
+            .limit(limit)
+        )
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return [t.event_record(r) for r in rows]
+
+
+def open_reader(run_dir: Path, run: str) -> StoreReader:
+    """A read-only view of the run; raises RunNotFound, SchemaTooNew or SchemaTooOld.
+
+    A store at an older schema whose run has no live owner is first upgraded
+    under the run's lock (a schema change, not run data); one held by a live
+    older teamrt is refused, since that owner writes the old schema.
+    """
+    url = eng.store_url(run_dir)
+    where = eng.describe(url)
+    path = eng.sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise RunNotFound(run, str(run_dir.parent))
+    engine = eng.reader_engine(url)
+    try:
+        with engine.connect() as conn:
+            revision = migrate.current_revision(conn)
+        if revision != migrate.HEAD:
+            if migrate.is_newer(revision):
+                raise SchemaTooNew(where, revision or "", migrate.HEAD)
+            _upgrade_idle(run_dir, run, url, where, revision)
+        reader = StoreReader(engine, run)
+        try:
+            reader.run()
+        except NotFound:
+            raise RunNotFound(run, where) from None
+        return reader
+    except BaseException:
+        engine.dispose()
+        raise
+
+
+def _upgrade_idle(run_dir: Path, run: str, url: str, where: str, revision: str | None) -> None:
+    lock = OwnerLock(run_dir, run)
+    try:
+        lock.acquire()
+    except Exception:
+        raise SchemaTooOld(where, revision, migrate.HEAD) from None
+    writer = eng.writer_engine(url)
+    try:
+        with writer.connect() as conn:
+            migrate.upgrade(conn, where)
+    finally:
+        writer.dispose()
+        lock.release()

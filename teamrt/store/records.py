@@ -1,0 +1,181 @@
+"""What the store takes and gives: plain frozen dataclasses, never ORM objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_STATUSES = ("running", "done", "failed", "stopped")
+AGENT_KINDS = ("lead", "fork", "worktree", "team")
+AGENT_STATUSES = ("pending", "running", "idle", "merging", "done", "failed", "stopped")
+ROLES = ("user", "assistant")
+TASK_STATUSES = ("open", "in_progress", "done")
+
+# The tool-call journal (DESIGN.md): pending -> running -> done | error | interrupted.
+# pending -> error is a call refused before it ran (denied, invalid input);
+# running -> running is a read-only call run again after a crash.
+TOOL_TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "pending": ("running", "error", "interrupted"),
+    "running": ("running", "done", "error", "interrupted"),
+}
+TOOL_STATES = ("pending", "running", "done", "error", "interrupted")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens and dollars of one model call, or the total of many."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_creation_tokens + self.cache_read_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    host: str
+    pid: int
+    start_time: int
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    id: str
+    created_at: float
+    task: str
+    status: str
+    status_reason: str | None
+    finished_at: float | None
+    workdir: str
+    base_head: str | None
+    settings: dict[str, Any]
+    budget_tokens: int | None
+    budget_usd: float | None
+    usage: Usage
+    owner: Owner | None
+    heartbeat_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    name: str
+    kind: str
+    parent: str | None
+    depth: int
+    role: str | None
+    definition: dict[str, Any]
+    model: str
+    status: str
+    status_reason: str | None
+    epoch: int
+    workspace: str | None
+    branch: str | None
+    budget_tokens: int | None
+    budget_usd: float | None
+    usage: Usage
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """A tool call the model asked for, journaled ``pending`` with its assistant turn."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IngestedMail:
+    """A message taken into a user turn; recorded in that turn's transaction."""
+
+    id: str
+    sender: str
+    kind: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    id: int
+    agent: str
+    seq: int
+    epoch: int
+    role: str
+    content: list[Any]
+    stop_reason: str | None
+    model: str | None
+    usage: Usage
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    pid: int
+    start_time: int
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    id: str
+    agent: str
+    turn_id: int
+    epoch: int
+    name: str
+    input: dict[str, Any]
+    read_only: bool
+    status: str
+    result: list[Any] | None
+    is_error: bool
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    processes: tuple[ProcessRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MailRecord:
+    id: str
+    agent: str
+    sender: str
+    kind: str
+    turn_id: int
+    message: dict[str, Any]
+    ingested_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    id: int
+    subject: str
+    description: str
+    status: str
+    owner: str | None
+    created_by: str
+    blocked_by: tuple[int, ...]
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: int
+    at: float
+    agent: str | None
+    kind: str
+    data: dict[str, Any]

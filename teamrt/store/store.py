@@ -1,0 +1,283 @@
+"""A run's store as its owner sees it: every write one transaction, awaited until committed.
+
+``create_store`` makes a new run, ``open_store`` takes over an existing one
+whose owner is gone (a resume). Both hold the run's lock until ``close``.
+Writes go through the run's one ``Writer``; reads through ``store.reader``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, update
+
+from . import engine as eng
+from . import migrate, ops
+from . import tables as t
+from .errors import RunExists, RunNotFound
+from .ownership import HEARTBEAT_S, OwnerLock, check_not_live_elsewhere
+from .reader import StoreReader
+from .records import AgentRecord, IngestedMail, NewEvent, Owner, TaskRecord, ToolUse, TurnRecord, Usage
+from .writer import Op, Writer
+
+T = TypeVar("T")
+
+
+class Store:
+    """The owner's handle on one run. Build it with ``create_store`` or ``open_store``."""
+
+    def __init__(self, run: str, where: str, engine: Engine, lock: OwnerLock, owner: Owner, url: str) -> None:
+        self.run_id = run
+        self.where = where
+        self.owner = owner
+        self._engine = engine
+        self._lock = lock
+        self._writer = Writer(engine, where, functools.partial(ops.heartbeat, run=run), HEARTBEAT_S)
+        self.reader = StoreReader(eng.reader_engine(url), run)
+
+    @property
+    def commits(self) -> int:
+        """Groups committed so far by this store's writer."""
+        return self._writer.commits
+
+    async def write(self, op: Op[T]) -> T:
+        """Run ``op(connection)`` in the next group commit; return once it is durable."""
+        return await self._writer.submit(op)
+
+    def close(self) -> None:
+        """Commit what is queued, give up ownership, release the lock."""
+        if self._writer.failure is None:
+            try:
+                with self._engine.connect() as conn, conn.begin():
+                    conn.execute(
+                        update(t.runs)
+                        .where(t.runs.c.id == self.run_id, t.runs.c.owner_pid == self.owner.pid)
+                        .values(owner_host=None, owner_pid=None, owner_start_time=None, owner_since=None)
+                    )
+            except Exception:
+                pass  # the heartbeat goes stale instead; readers see the owner gone either way
+        self._writer.close()
+        self.reader.close()
+        self._engine.dispose()
+        self._lock.release()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- the operations the runtime needs, each one transaction --------------
+
+    async def add_agent(
+        self,
+        name: str,
+        *,
+        kind: str,
+        model: str,
+        parent: str | None = None,
+        role: str | None = None,
+        definition: dict[str, Any] | None = None,
+        workspace: str | None = None,
+        branch: str | None = None,
+        budget_tokens: int | None = None,
+        budget_usd: float | None = None,
+    ) -> AgentRecord:
+        return await self.write(
+            functools.partial(
+                ops.add_agent,
+                run=self.run_id,
+                name=name,
+                kind=kind,
+                model=model,
+                parent=parent,
+                role=role,
+                definition=definition or {},
+                workspace=workspace,
+                branch=branch,
+                budget_tokens=budget_tokens,
+                budget_usd=budget_usd,
+            )
+        )
+
+    async def set_agent_status(self, name: str, status: str, reason: str | None = None) -> None:
+        await self.write(
+            functools.partial(ops.set_agent_status, run=self.run_id, name=name, status=status, reason=reason)
+        )
+
+    async def begin_epoch(self, name: str) -> int:
+        """Mark the agent running under a new epoch, which it returns."""
+        return await self.write(functools.partial(ops.begin_epoch, run=self.run_id, name=name))
+
+    async def append_turn(
+        self,
+        agent: str,
+        *,
+        epoch: int,
+        role: str,
+        content: list[Any],
+        stop_reason: str | None = None,
+        model: str | None = None,
+        usage: Usage | None = None,
+        tool_uses: Sequence[ToolUse] = (),
+        ingested: Sequence[IngestedMail] = (),
+        events: Sequence[NewEvent] = (),
+    ) -> TurnRecord:
+        """Append a turn with its tool calls (pending), ingested mail, usage and events, atomically."""
+        return await self.write(
+            functools.partial(
+                ops.append_turn,
+                run=self.run_id,
+                agent=agent,
+                epoch=epoch,
+                role=role,
+                content=content,
+                stop_reason=stop_reason,
+                model=model,
+                usage=usage,
+                tool_uses=tool_uses,
+                ingested=ingested,
+                events=events,
+            )
+        )
+
+    async def add_usage(self, agent: str, usage: Usage) -> None:
+        await self.write(functools.partial(ops.add_usage, run=self.run_id, agent=agent, usage=usage))
+
+    async def move_tool_call(
+        self, call_id: str, status: str, result: list[Any] | None = None, *, is_error: bool = False
+    ) -> None:
+        """Move a call along its journal: pending -> running -> done | error | interrupted."""
+        await self.write(
+            functools.partial(
+                ops.move_tool_call,
+                run=self.run_id,
+                call_id=call_id,
+                status=status,
+                result=result,
+                is_error=is_error,
+            )
+        )
+
+    async def record_tool_process(self, call_id: str, pid: int, start_time: int) -> None:
+        await self.write(
+            functools.partial(
+                ops.record_tool_process, run=self.run_id, call_id=call_id, pid=pid, start_time=start_time
+            )
+        )
+
+    async def create_task(
+        self, subject: str, description: str, *, created_by: str, blocked_by: Sequence[int] = ()
+    ) -> TaskRecord:
+        return await self.write(
+            functools.partial(
+                ops.create_task,
+                run=self.run_id,
+                subject=subject,
+                description=description,
+                created_by=created_by,
+                blocked_by=blocked_by,
+            )
+        )
+
+    async def claim_task(self, task_id: int, agent: str) -> TaskRecord:
+        """Take an open, unblocked task; raises TaskUnavailable saying why not."""
+        return await self.write(
+            functools.partial(ops.claim_task, run=self.run_id, task_id=task_id, agent=agent)
+        )
+
+    async def update_task(self, task_id: int, status: str, *, by: str) -> TaskRecord:
+        return await self.write(
+            functools.partial(ops.update_task, run=self.run_id, task_id=task_id, status=status, by=by)
+        )
+
+    async def append_event(
+        self, kind: str, data: dict[str, Any] | None = None, *, agent: str | None = None
+    ) -> int:
+        return await self.write(
+            functools.partial(ops.append_event, run=self.run_id, kind=kind, agent=agent, data=data or {})
+        )
+
+    async def set_run_status(self, status: str, reason: str | None = None) -> None:
+        await self.write(functools.partial(ops.set_run_status, run=self.run_id, status=status, reason=reason))
+
+
+def create_store(
+    run_dir: Path,
+    run: str,
+    *,
+    task: str,
+    workdir: str,
+    base_head: str | None = None,
+    settings: dict[str, Any] | None = None,
+    budget_tokens: int | None = None,
+    budget_usd: float | None = None,
+) -> Store:
+    """Create the store of a new run, at the newest schema, owned by this process."""
+    url = eng.store_url(run_dir)
+    where = eng.describe(url)
+    path = eng.sqlite_path(url)
+    if path is not None:
+        if path.exists():
+            raise RunExists(run, str(run_dir.parent))
+        eng.create_file(path)
+
+    def setup(conn: Connection, owner: Owner) -> None:
+        if ops.read_run(conn, run) is not None:
+            raise RunExists(run, where)
+        ops.insert_run(
+            conn,
+            run,
+            task=task,
+            workdir=workdir,
+            base_head=base_head,
+            settings=settings or {},
+            budget_tokens=budget_tokens,
+            budget_usd=budget_usd,
+        )
+        ops.take_ownership(conn, run, owner, None)
+
+    try:
+        return _open(run_dir, run, url, where, setup)
+    except BaseException:
+        if path is not None:
+            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                leftover.unlink(missing_ok=True)
+        raise
+
+
+def open_store(run_dir: Path, run: str) -> Store:
+    """Take over an existing run (a resume): refused while its owner lives, upgraded if older."""
+    url = eng.store_url(run_dir)
+    where = eng.describe(url)
+    path = eng.sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise RunNotFound(run, str(run_dir.parent))
+
+    def setup(conn: Connection, owner: Owner) -> None:
+        record = ops.read_run(conn, run)
+        if record is None:
+            raise RunNotFound(run, where)
+        check_not_live_elsewhere(record, owner)
+        ops.take_ownership(conn, run, owner, record.owner)
+
+    return _open(run_dir, run, url, where, setup)
+
+
+def _open(run_dir: Path, run: str, url: str, where: str, setup: Any) -> Store:
+    lock = OwnerLock(run_dir, run)
+    owner = lock.acquire()
+    engine = eng.writer_engine(url)
+    try:
+        with engine.connect() as conn:
+            migrate.upgrade(conn, where)
+            with conn.begin():
+                setup(conn, owner)
+        return Store(run, where, engine, lock, owner, url)
+    except BaseException:
+        engine.dispose()
+        lock.release()
+        raise
