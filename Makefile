@@ -29,6 +29,7 @@ test: lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/mailbox.py
+	$(BIN)/python benchmarks/store.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

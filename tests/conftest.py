@@ -1,4 +1,4 @@
-"""Shared fixtures: a fresh run mailbox in a temporary directory, and a watcher per test."""
+"""Shared fixtures: a fresh run mailbox or run directory in a temporary directory, a watcher per test."""
 
 from __future__ import annotations
 
@@ -14,6 +14,20 @@ from teamrt.mailbox.watcher import Watcher
 
 MAILPROC = str(Path(__file__).with_name("mailproc.py"))
 RUN = "run1"
+
+
+@pytest.fixture(autouse=True)
+def _no_server_db(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never reach a developer's ``TEAMRT_DB`` server; each run gets its own SQLite file."""
+    monkeypatch.delenv("TEAMRT_DB", raising=False)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """An empty run directory, ``<home>/runs/r1``."""
+    path = tmp_path / "home" / "runs" / "r1"
+    path.mkdir(parents=True)
+    return path
 
 
 @pytest.fixture

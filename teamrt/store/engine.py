@@ -28,6 +28,11 @@ def store_url(run_dir: Path) -> str:
     return os.environ.get(DB_ENV) or f"sqlite:///{run_dir / DB_FILE}"
 
 
+def run_file(run_dir: Path) -> Path | None:
+    """The run's own database file, or None when ``TEAMRT_DB`` holds every run."""
+    return None if os.environ.get(DB_ENV) else run_dir / DB_FILE
+
+
 def describe(url: str) -> str:
     """A URL as shown to a user: the file for SQLite, the URL without its password otherwise."""
     from sqlalchemy.engine import make_url

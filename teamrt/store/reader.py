@@ -137,7 +137,7 @@ def open_reader(run_dir: Path, run: str) -> StoreReader:
     """
     url = eng.store_url(run_dir)
     where = eng.describe(url)
-    path = eng.sqlite_path(url)
+    path = eng.run_file(run_dir)
     if path is not None and not path.is_file():
         raise RunNotFound(run, str(run_dir.parent))
     engine = eng.reader_engine(url)

@@ -49,6 +49,7 @@ class Store:
 
     def close(self) -> None:
         """Commit what is queued, give up ownership, release the lock."""
+        self._writer.close()
         if self._writer.failure is None:
             try:
                 with self._engine.connect() as conn, conn.begin():
@@ -59,7 +60,6 @@ class Store:
                     )
             except Exception:
                 pass  # the heartbeat goes stale instead; readers see the owner gone either way
-        self._writer.close()
         self.reader.close()
         self._engine.dispose()
         self._lock.release()
@@ -219,7 +219,7 @@ def create_store(
     """Create the store of a new run, at the newest schema, owned by this process."""
     url = eng.store_url(run_dir)
     where = eng.describe(url)
-    path = eng.sqlite_path(url)
+    path = eng.run_file(run_dir)
     if path is not None:
         if path.exists():
             raise RunExists(run, str(run_dir.parent))
@@ -253,7 +253,7 @@ def open_store(run_dir: Path, run: str) -> Store:
     """Take over an existing run (a resume): refused while its owner lives, upgraded if older."""
     url = eng.store_url(run_dir)
     where = eng.describe(url)
-    path = eng.sqlite_path(url)
+    path = eng.run_file(run_dir)
     if path is not None and not path.is_file():
         raise RunNotFound(run, str(run_dir.parent))
 

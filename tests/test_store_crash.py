@@ -1,0 +1,137 @@
+"""SIGKILL the store's owner at random points: the file stays intact and no awaited write is lost.
+
+Each cycle forks a child that takes the run over and writes realistic turns
+(two tool calls and an event each) from 1 or 50 concurrent agents, telling
+the parent of each turn only after its ``await`` returned. The parent kills
+it at a random moment (while it opens the store, between writes, in an
+fsync), then checks the file and that every acknowledged turn is there, whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from teamrt import faults
+from teamrt.store import NewEvent, ToolUse, create_store, open_store
+
+RUN = "r1"
+WRITERS = 50
+KILLS = 120
+
+
+def _child(run_dir: Path, out: int, cycle: int, writers: int, kill_at: str | None) -> None:
+    """Take the run over and write until killed; report each awaited turn on ``out``."""
+    if kill_at is not None:
+        commits = [0]
+
+        def kill_on_third() -> None:
+            commits[0] += 1
+            if commits[0] == 3:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        faults._hooks[kill_at] = kill_on_third  # the child never returns, so no clean-up
+
+    async def write(store_agent: str, store: object) -> None:
+        from teamrt.store import Store
+
+        assert isinstance(store, Store)
+        n = 0
+        while True:
+            n += 1
+            key = f"{cycle}.{store_agent}.{n}"
+            await store.append_turn(
+                store_agent,
+                epoch=1,
+                role="assistant",
+                content=[{"type": "text", "text": key + " " + "x" * 2000}],
+                tool_uses=[
+                    ToolUse(f"a.{key}", "read", {"path": "src/x.py"}, True),
+                    ToolUse(f"b.{key}", "bash", {"command": "pytest -q"}, False),
+                ],
+                events=[NewEvent("turn", {"key": key})],
+            )
+            os.write(out, f"{key}\n".encode())
+
+    async def main() -> None:
+        store = open_store(run_dir, RUN)
+        os.write(out, b"open\n")
+        await asyncio.gather(*(write(f"w{i:02}", store) for i in range(writers)))
+
+    asyncio.run(main())
+
+
+def _acked_and_present(db: Path, acked: set[str]) -> tuple[str, set[str], int, int, int]:
+    with sqlite3.connect(db) as conn:
+        check = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        present = {
+            row[0].split(" ", 1)[0]
+            for row in conn.execute(
+                "SELECT json_extract(content, '$[0].text') FROM turns WHERE role='assistant'"
+            )
+        }
+        turns = conn.execute("SELECT count(*) FROM turns").fetchone()[0]
+        calls = conn.execute("SELECT count(*) FROM tool_calls").fetchone()[0]
+        events = conn.execute("SELECT count(*) FROM events WHERE kind='turn'").fetchone()[0]
+    return check, present, turns, calls, events
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_loses_no_awaited_write(run_dir: Path) -> None:
+    db = run_dir / "run.db"
+
+    async def setup() -> None:
+        with create_store(run_dir, RUN, task="t", workdir="/") as store:
+            await store.add_agent("lead", kind="lead", model="sim")
+            for i in range(WRITERS):
+                await store.add_agent(f"w{i:02}", kind="team", model="sim", parent="lead")
+
+    asyncio.run(setup())
+    rng = random.Random(20261122)
+    acked: set[str] = set()
+    acked_by_width = {1: 0, WRITERS: 0}
+    opened = 0
+    for cycle in range(KILLS):
+        writers = WRITERS if cycle % 2 else 1
+        # A few cycles die at the named points around a commit instead of at a random time.
+        kill_at = {7: "store.before_commit", 8: "store.after_commit"}.get(cycle % 20)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read_end)
+                _child(run_dir, write_end, cycle, writers, kill_at)
+            finally:
+                os._exit(3)
+        os.close(write_end)
+        time.sleep(rng.uniform(0.0, 0.15))
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(read_end, "rb") as pipe:
+            lines = pipe.read().decode().split("\n")
+        assert os.WIFSIGNALED(status), f"cycle {cycle}: the child exited on its own: {lines[-3:]}"
+        complete = [line for line in lines[:-1] if line]  # a line cut by the kill is not an ack
+        opened += complete[:1] == ["open"]
+        cycle_acks = {line for line in complete if line != "open"}
+        acked |= cycle_acks
+        acked_by_width[writers] += len(cycle_acks)
+
+        check, present, turns, calls, events = _acked_and_present(db, acked)
+        assert check == "ok", f"cycle {cycle}: integrity_check says {check}"
+        missing = acked - present
+        assert not missing, (
+            f"cycle {cycle}: {len(missing)} acknowledged turns lost, e.g. {sorted(missing)[:3]}"
+        )
+        # Every turn is whole: its two journaled tool calls and its event came with it.
+        assert (calls, events) == (2 * turns, turns), f"cycle {cycle}: a turn was torn"
+
+    # The kills landed in every phase: some before the store was open, many while writing.
+    assert KILLS // 3 <= opened <= KILLS - 5, opened
+    assert acked_by_width[1] >= 200 and acked_by_width[WRITERS] >= 500, acked_by_width
