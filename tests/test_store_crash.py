@@ -4,7 +4,8 @@ Each cycle forks a child that takes the run over and writes realistic turns
 (two tool calls and an event each) from 1 or 50 concurrent agents, telling
 the parent of each turn only after its ``await`` returned. The parent kills
 it at a random moment (while it opens the store, between writes, in an
-fsync), then checks the file and that every acknowledged turn is there, whole.
+fsync, at the named points around a commit), then checks the file and that
+every acknowledged turn is there, whole.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import select
 import signal
 import sqlite3
 import time
@@ -83,6 +85,20 @@ def _acked_and_present(db: Path, acked: set[str]) -> tuple[str, set[str], int, i
     return check, present, turns, calls, events
 
 
+def _read_until(fd: int, acks: int, deadline: float) -> bytes:
+    """Read the child's reports until ``acks`` turns were acknowledged or the deadline passed."""
+    data = b""
+    while data.count(b"\n") - data.startswith(b"open\n") < acks:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_loses_no_awaited_write(run_dir: Path) -> None:
     db = run_dir / "run.db"
@@ -100,8 +116,11 @@ def test_sigkill_at_random_points_loses_no_awaited_write(run_dir: Path) -> None:
     opened = 0
     for cycle in range(KILLS):
         writers = WRITERS if cycle % 2 else 1
-        # A few cycles die at the named points around a commit instead of at a random time.
+        # A few cycles die at the named points around a commit; some while the store opens;
+        # the rest after a random number of acknowledged turns plus a random few milliseconds,
+        # so the kills land at random points of the commit cycle however loaded the machine is.
         kill_at = {7: "store.before_commit", 8: "store.after_commit"}.get(cycle % 20)
+        early = kill_at is None and rng.random() < 0.15
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -111,11 +130,16 @@ def test_sigkill_at_random_points_loses_no_awaited_write(run_dir: Path) -> None:
             finally:
                 os._exit(3)
         os.close(write_end)
-        time.sleep(rng.uniform(0.0, 0.15))
+        if early:
+            time.sleep(rng.uniform(0.0, 0.03))
+            data = b""
+        else:
+            data = _read_until(read_end, rng.randint(1, 60), time.monotonic() + 30)
+            time.sleep(rng.uniform(0.0, 0.004))
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         with os.fdopen(read_end, "rb") as pipe:
-            lines = pipe.read().decode().split("\n")
+            lines = (data + pipe.read()).decode().split("\n")
         assert os.WIFSIGNALED(status), f"cycle {cycle}: the child exited on its own: {lines[-3:]}"
         complete = [line for line in lines[:-1] if line]  # a line cut by the kill is not an ack
         opened += complete[:1] == ["open"]
@@ -132,6 +156,6 @@ def test_sigkill_at_random_points_loses_no_awaited_write(run_dir: Path) -> None:
         # Every turn is whole: its two journaled tool calls and its event came with it.
         assert (calls, events) == (2 * turns, turns), f"cycle {cycle}: a turn was torn"
 
-    # The kills landed in every phase: some before the store was open, many while writing.
-    assert KILLS // 3 <= opened <= KILLS - 5, opened
-    assert acked_by_width[1] >= 200 and acked_by_width[WRITERS] >= 500, acked_by_width
+    # The kills landed in every phase: some before the store was open, most while writing.
+    assert KILLS // 2 <= opened <= KILLS - 5, opened
+    assert acked_by_width[1] >= 500 and acked_by_width[WRITERS] >= 500, acked_by_width
