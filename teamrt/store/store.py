@@ -8,7 +8,7 @@ Writes go through the run's one ``Writer``; reads through ``store.reader``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -267,7 +267,7 @@ def open_store(run_dir: Path, run: str) -> Store:
     return _open(run_dir, run, url, where, setup)
 
 
-def _open(run_dir: Path, run: str, url: str, where: str, setup: Any) -> Store:
+def _open(run_dir: Path, run: str, url: str, where: str, setup: Callable[[Connection, Owner], None]) -> Store:
     lock = OwnerLock(run_dir, run)
     owner = lock.acquire()
     engine = eng.writer_engine(url)
