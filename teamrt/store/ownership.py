@@ -68,22 +68,22 @@ def _read_holder(fd: int) -> Owner | None:
         return None
 
 
-def check_not_live_elsewhere(run: RunRecord, me: Owner, now: float | None = None) -> None:
+def check_not_live_elsewhere(run: RunRecord, me: Owner) -> None:
     """Refuse a run another machine's owner still heartbeats (the lock file only covers this one)."""
     owner = run.owner
     if owner is None or owner.host == me.host or run.heartbeat_at is None:
         return
-    age = (now or time.time()) - run.heartbeat_at
+    age = time.time() - run.heartbeat_at
     if age < STALE_AFTER_S:
         raise RunOwned(run.id, owner.host, owner.pid, age)
 
 
-def owner_alive(run: RunRecord, now: float | None = None) -> bool:
+def owner_alive(run: RunRecord) -> bool:
     """Whether the run's recorded owner still works: its process exists (here) and its heartbeat is fresh."""
     owner = run.owner
     if owner is None or run.heartbeat_at is None:
         return False
-    if (now or time.time()) - run.heartbeat_at >= STALE_AFTER_S:
+    if time.time() - run.heartbeat_at >= STALE_AFTER_S:
         return False
     if owner.host == socket.gethostname():
         return is_running(owner.pid, owner.start_time)
