@@ -30,6 +30,7 @@ test: lint typecheck
 bench: $(STAMP)
 	$(BIN)/python benchmarks/mailbox.py
 	$(BIN)/python benchmarks/store.py
+	$(BIN)/python benchmarks/models.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,11 +7,13 @@ one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import NoReturn
 
 from . import __version__
 from .mailbox import MailboxError
+from .settings import SettingsError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -48,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--rounds", type=_positive_int, default=200, help="ping-pong rounds per worker (default: 200)"
     )
+    commands.add_parser(
+        "models",
+        help="list the known models with their prices and cache minimums",
+        description="The price table teamrt bills by (USD per million tokens), with the settings"
+        " file's overrides applied, and each model's minimum cacheable prefix.",
+    )
     return parser
 
 
@@ -58,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_FAILED
     try:
         return _run(args)
-    except (MailboxError, OSError) as e:
+    except BrokenPipeError:  # the reader went away (`teamrt models | head`); say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
+    except (MailboxError, SettingsError, OSError) as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
@@ -71,7 +82,37 @@ def _run(args: argparse.Namespace) -> int:
         from .demos import mailbox as demo
 
         return demo.run(rounds=args.rounds)
+    if args.command == "models":
+        return _list_models()
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse allows no other
+
+
+def _list_models() -> int:
+    from .models.catalog import SOURCE, SOURCE_DATE
+    from .models.pricing import with_overrides
+    from .settings import load_settings, settings_path
+
+    settings = load_settings()
+    table = with_overrides(settings.prices)
+    header = ("input", 8), ("output", 8), ("write 5m", 10), ("write 1h", 10), ("read", 8), ("min cache", 11)
+    print(f"{'model':22}" + "".join(f"{title:>{width}}" for title, width in header))
+    for name, info in table.items():
+        p = info.price
+        mark = " *" if name in settings.prices else ""
+        print(
+            f"{name:22}{p.input:>8g}{p.output:>8g}{p.cache_write_5m:>10g}{p.cache_write_1h:>10g}"
+            f"{p.cache_read:>8g}{info.min_cache_tokens:>11}{mark}"
+        )
+        if info.long_context_price is not None and name not in settings.prices:
+            q = info.long_context_price
+            print(
+                f"{'  over ' + format(info.long_context_from, ','):22}{q.input:>8g}{q.output:>8g}"
+                f"{q.cache_write_5m:>10g}{q.cache_write_1h:>10g}{q.cache_read:>8g}"
+            )
+    print(f"USD per million tokens; {SOURCE}, as read on {SOURCE_DATE}.")
+    print(f"* from {settings_path()}" if settings.prices else f"Override or add prices in {settings_path()}.")
+    print("sim bills like claude-sonnet-5-5; sim:<model> like <model>.")
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,24 +2,62 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from teamrt.mailbox import Mailbox, open_watcher
 from teamrt.mailbox.watcher import Watcher
+from teamrt.models import BLOCK_ENV, ModelRequest, ModelResponse, open_model
+from teamrt.models.sim import SimServer
+from teamrt.settings import SETTINGS_ENV, ModelSettings, Settings
 
 MAILPROC = str(Path(__file__).with_name("mailproc.py"))
 RUN = "run1"
 
 
 @pytest.fixture(autouse=True)
-def _no_server_db(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never reach a developer's ``TEAMRT_DB`` server; each run gets its own SQLite file."""
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests never reach a developer's ``TEAMRT_DB`` server, settings file or model account.
+
+    ``TEAMRT_NO_REAL_MODELS`` makes any model off loopback fail loudly, in this
+    process and in every process a test starts.
+    """
     monkeypatch.delenv("TEAMRT_DB", raising=False)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(BLOCK_ENV, "1")
+    monkeypatch.setenv(SETTINGS_ENV, str(tmp_path / "no-settings.toml"))
+
+
+FAST = Settings(
+    model=ModelSettings(stall_seconds=0.5, stream_retries=2, stream_retry_delay=0.01, sdk_retries=2)
+)
+"""Model settings that keep retries and stalls short in tests."""
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer() as server:
+        yield server
+
+
+def complete(sim: SimServer, request: ModelRequest, **kw: Any) -> ModelResponse:
+    """One call through the real SDK to ``sim``, with FAST settings, from a fresh event loop."""
+
+    async def go() -> ModelResponse:
+        model = open_model("sim", sim=sim, settings=FAST)
+        try:
+            return await model.complete(request, **kw)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(go())
 
 
 @pytest.fixture

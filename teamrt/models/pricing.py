@@ -1,0 +1,50 @@
+"""The cost of a call, from its usage and the model's prices."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from .catalog import CATALOG, ModelInfo, Price, lookup
+from .types import Usage
+
+DEFAULT_MIN_CACHE_TOKENS = 1024
+"""The cache minimum assumed for a model known only from the settings file."""
+
+
+def with_overrides(prices: Mapping[str, Price]) -> dict[str, ModelInfo]:
+    """The catalog with the settings file's prices laid over it (new models included)."""
+    table = dict(CATALOG)
+    for model, price in prices.items():
+        known = table.get(model)
+        if known is None:
+            table[model] = ModelInfo(price, DEFAULT_MIN_CACHE_TOKENS)
+        else:  # an explicit price replaces every tier of the built-in one
+            table[model] = replace(known, price=price, long_context_from=None, long_context_price=None)
+    return table
+
+
+def cost_usd(usage: Usage, info: ModelInfo) -> float:
+    """USD for ``usage``; a prompt over the long-context threshold is billed at that tier throughout.
+
+    Cache writes not split by lifetime are billed at the 5-minute rate.
+    """
+    price = info.price
+    if info.long_context_from is not None and usage.prompt_tokens > info.long_context_from:
+        assert info.long_context_price is not None
+        price = info.long_context_price
+    unsplit = max(0, usage.cache_creation_input_tokens - usage.cache_write_5m - usage.cache_write_1h)
+    per_million = (
+        usage.input_tokens * price.input
+        + usage.output_tokens * price.output
+        + (usage.cache_write_5m + unsplit) * price.cache_write_5m
+        + usage.cache_write_1h * price.cache_write_1h
+        + usage.cache_read_input_tokens * price.cache_read
+    )
+    return per_million / 1_000_000
+
+
+def cost_for(model: str, usage: Usage, table: Mapping[str, ModelInfo] | None = None) -> float | None:
+    """USD for ``usage`` on ``model``; None when the model has no price."""
+    info = lookup(model, dict(table) if table is not None else None)
+    return None if info is None else cost_usd(usage, info)

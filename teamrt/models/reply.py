@@ -1,0 +1,42 @@
+"""``Reply``: what a simulator policy or a scripted step answers, built block by block.
+
+    Reply().think("the tests fail in parser.py").say("Reading it.").call("read", {"path": "parser.py"})
+
+Ids of tool calls and signatures of thinking blocks are filled in by whoever
+turns the reply into a response (the simulator derives them from the request,
+so the same request always gets the same ids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .types import Block
+
+
+@dataclass
+class Reply:
+    content: list[Block] = field(default_factory=list)
+    stop_reason: str | None = None
+    """None: ``tool_use`` when the reply calls a tool, else ``end_turn``."""
+
+    def say(self, text: str) -> Reply:
+        self.content.append({"type": "text", "text": text})
+        return self
+
+    def think(self, thinking: str) -> Reply:
+        self.content.append({"type": "thinking", "thinking": thinking})
+        return self
+
+    def call(self, name: str, input: dict[str, Any], *, id: str | None = None) -> Reply:
+        block: Block = {"type": "tool_use", "name": name, "input": input}
+        if id is not None:
+            block["id"] = id
+        self.content.append(block)
+        return self
+
+    def final_stop_reason(self) -> str:
+        if self.stop_reason is not None:
+            return self.stop_reason
+        return "tool_use" if any(b["type"] == "tool_use" for b in self.content) else "end_turn"

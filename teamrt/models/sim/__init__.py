@@ -1,0 +1,47 @@
+"""The ``sim`` model: a Messages API simulator on loopback, driven by policies.
+
+No SDK import here: the server speaks HTTP itself, and the ``sim`` provider is
+the ``anthropic`` provider pointed at it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from .cache import CacheLedger, CacheOutcome, Position, render
+from .faults import KINDS as FAULT_KINDS
+from .faults import Fault, FaultPlan
+from .policy import Policy, SimRequest, ToolOutcome, echo
+from .server import SimCall, SimServer
+
+_shared: SimServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_server() -> SimServer:
+    """The process's own simulator, started on first use and closed at exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = SimServer()
+            atexit.register(_shared.close)
+        return _shared
+
+
+__all__ = [
+    "FAULT_KINDS",
+    "CacheLedger",
+    "CacheOutcome",
+    "Fault",
+    "FaultPlan",
+    "Policy",
+    "Position",
+    "SimCall",
+    "SimRequest",
+    "SimServer",
+    "ToolOutcome",
+    "echo",
+    "render",
+    "shared_server",
+]

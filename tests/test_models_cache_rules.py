@@ -1,0 +1,193 @@
+"""The simulator's prompt-cache rules, table-driven, and where the provider puts its breakpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from teamrt.models import ModelRequest, lookup
+from teamrt.models.params import request_params
+from teamrt.models.sim import CacheLedger, render
+from teamrt.models.sim.validate import SimInvalidRequest, validate
+
+BLOCK_TEXT = "a" * 375  # with its JSON wrapping, a text block of exactly 100 tokens
+
+
+def text(marker: str | None = None, fill: str = BLOCK_TEXT) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": fill}
+    if marker is not None:
+        block["cache_control"] = {"type": "ephemeral", **({"ttl": "1h"} if marker == "1h" else {})}
+    return block
+
+
+def body(*blocks: dict[str, Any], model: str = "sim") -> dict[str, Any]:
+    return {"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": list(blocks)}]}
+
+
+def blocks(n: int, *, marks: dict[int, str], change: int | None = None) -> list[dict[str, Any]]:
+    """``n`` 100-token blocks, ``marks`` giving the breakpoints; block ``change`` altered by one byte."""
+    out = [text(marks.get(i), BLOCK_TEXT[:-1] + ("b" if i == change else "a")) for i in range(n)]
+    return out
+
+
+@dataclass
+class Step:
+    """One request: its blocks, the clock, and the usage expected (read, 5m write, 1h write, input)."""
+
+    n: int
+    marks: dict[int, str]
+    expect: tuple[int, int, int, int]
+    at: float = 0.0
+    change: int | None = None
+    model: str = "sim"
+    note: str = field(default="")
+
+
+CASES: dict[str, list[Step]] = {
+    "no breakpoint, nothing cached": [Step(12, {}, (0, 0, 0, 1200)), Step(12, {}, (0, 0, 0, 1200))],
+    "write then read the same prefix": [
+        Step(12, {11: "5m"}, (0, 1200, 0, 0)),
+        Step(12, {11: "5m"}, (1200, 0, 0, 0)),
+    ],
+    "under the minimum (1,024 for sim) nothing is written": [
+        Step(10, {9: "5m"}, (0, 0, 0, 1000)),
+        Step(10, {9: "5m"}, (0, 0, 0, 1000)),
+    ],
+    "the minimum follows the model named after sim:": [
+        Step(20, {19: "5m"}, (0, 0, 0, 2000), model="sim:claude-haiku-4-5"),
+        Step(50, {49: "5m"}, (0, 5000, 0, 0), model="sim:claude-haiku-4-5"),
+    ],
+    "tokens after the last breakpoint are plain input": [
+        Step(15, {11: "5m"}, (0, 1200, 0, 300)),
+        Step(15, {11: "5m"}, (1200, 0, 0, 300)),
+    ],
+    "lookback finds an entry up to 20 blocks back": [
+        Step(12, {11: "5m"}, (0, 1200, 0, 0)),
+        Step(32, {31: "5m"}, (1200, 2000, 0, 0)),
+    ],
+    "beyond 20 blocks back the entry is not found": [
+        Step(12, {11: "5m"}, (0, 1200, 0, 0)),
+        Step(33, {32: "5m"}, (0, 3300, 0, 0)),
+    ],
+    "a second breakpoint reaches an entry the lookback cannot": [
+        Step(12, {11: "5m"}, (0, 1200, 0, 0)),
+        Step(33, {11: "5m", 32: "5m"}, (1200, 2100, 0, 0)),
+    ],
+    "a changed byte before the entry misses it": [
+        Step(12, {11: "5m"}, (0, 1200, 0, 0)),
+        Step(12, {11: "5m"}, (0, 1200, 0, 0), change=3),
+    ],
+    "a changed byte after a shorter entry reads that entry": [
+        Step(14, {10: "5m", 13: "5m"}, (0, 1400, 0, 0)),
+        Step(14, {10: "5m", 13: "5m"}, (1100, 300, 0, 0), change=12),
+    ],
+    "5-minute entries expire": [
+        Step(12, {11: "5m"}, (0, 1200, 0, 0), at=0),
+        Step(12, {11: "5m"}, (1200, 0, 0, 0), at=299),
+        Step(12, {11: "5m"}, (1200, 0, 0, 0), at=598),  # the read at 299 refreshed it
+        Step(12, {11: "5m"}, (0, 1200, 0, 0), at=899),
+    ],
+    "1-hour entries outlive 5 minutes and are billed as 1h writes": [
+        Step(12, {11: "1h"}, (0, 0, 1200, 0), at=0),
+        Step(12, {11: "1h"}, (1200, 0, 0, 0), at=3000),
+        Step(12, {11: "1h"}, (0, 0, 1200, 0), at=6601),
+    ],
+    "mixed lifetimes split the write by the breakpoint ending each stretch": [
+        Step(14, {10: "1h", 13: "5m"}, (0, 300, 1100, 0)),
+    ],
+    "entries are per model": [
+        Step(12, {11: "5m"}, (0, 1200, 0, 0), model="sim"),
+        Step(12, {11: "5m"}, (0, 1200, 0, 0), model="sim:claude-opus-4-1"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cache_rules(name: str) -> None:
+    ledger = CacheLedger()
+    for i, step in enumerate(CASES[name]):
+        params = body(*blocks(step.n, marks=step.marks, change=step.change), model=step.model)
+        validate(params)
+        info = lookup(step.model)
+        assert info is not None
+        outcome = ledger.account(render(params), info.min_cache_tokens, step.at)
+        got = (outcome.cache_read, outcome.cache_write_5m, outcome.cache_write_1h, outcome.input_tokens)
+        assert got == step.expect, f"{name}, request {i + 1}"
+
+
+def test_a_text_block_of_the_fixture_is_100_tokens() -> None:
+    assert render(body(text()))[-1].tokens_through == 100
+
+
+def test_more_than_four_breakpoints_are_refused() -> None:
+    with pytest.raises(SimInvalidRequest, match="maximum of 4"):
+        validate(body(*blocks(5, marks={i: "5m" for i in range(5)})))
+
+
+def test_a_1h_breakpoint_after_a_5m_one_is_refused() -> None:
+    with pytest.raises(SimInvalidRequest, match="1h"):
+        validate(body(*blocks(3, marks={0: "5m", 2: "1h"})))
+
+
+def test_tool_choice_and_thinking_change_the_conversation_not_the_system() -> None:
+    system = [{"type": "text", "text": "s" * 5000, "cache_control": {"type": "ephemeral"}}]
+    base = {**body(text("5m")), "system": system}
+    keys = render(base)
+    other = render({**base, "tool_choice": {"type": "any"}})
+    assert keys[0].key == other[0].key, "the system entry survives"
+    assert keys[-1].key != other[-1].key, "the conversation's entry does not"
+
+
+def _marked(params: dict[str, Any]) -> list[str]:
+    found = []
+    for i, b in enumerate(params.get("system", [])):
+        if "cache_control" in b:
+            found.append(f"system.{i}")
+    for i, b in enumerate(params.get("tools", [])):
+        if "cache_control" in b:
+            found.append(f"tools.{i}")
+    for i, m in enumerate(params["messages"]):
+        for j, b in enumerate(m["content"] if isinstance(m["content"], list) else []):
+            if "cache_control" in b:
+                found.append(f"messages.{i}.{j}")
+    return found
+
+
+TOOL = {"name": "read", "description": "read a file", "input_schema": {"type": "object"}}
+
+
+def test_breakpoints_cover_the_prefix_the_conversation_and_the_previous_turn() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+    ]
+    request = ModelRequest(model="sim", messages=messages, max_tokens=10, system="sys", tools=[TOOL])
+    params = request_params(request)
+    assert _marked(params) == ["system.0", "messages.0.0", "messages.2.0"]
+    assert "cache_control" not in str(messages), "the request itself is never modified"
+    assert request_params(request) == params, "placement is deterministic"
+
+
+def test_breakpoints_skip_thinking_and_respect_existing_markers_and_the_limit() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [text("5m"), text("5m"), text("5m")]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "ok"}, {"type": "thinking", "thinking": "t"}],
+        },
+    ]
+    params = request_params(ModelRequest(model="sim", messages=messages, max_tokens=10, system="sys"))
+    assert _marked(params) == ["messages.0.0", "messages.0.1", "messages.0.2", "messages.1.0"]
+    assert "cache_control" not in params["messages"][1]["content"][1], "thinking blocks carry no marker"
+
+
+def test_without_system_the_tools_carry_the_prefix_breakpoint_and_1h_is_kept() -> None:
+    request = ModelRequest(
+        model="sim", messages=[{"role": "user", "content": "hi"}], max_tokens=10, tools=[TOOL], cache_ttl="1h"
+    )
+    params = request_params(request)
+    assert _marked(params) == ["tools.0", "messages.0.0"]
+    assert params["tools"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
