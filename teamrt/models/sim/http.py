@@ -158,7 +158,8 @@ class LoopbackServer:
         length = int(headers.get("content-length", "0"))
         response = HttpResponse(writer)
         if length > MAX_BODY_BYTES:
-            await response.json(413, {"error": "request too large"}, {"connection": "close"})
+            error = {"type": "request_too_large", "message": f"request body over {MAX_BODY_BYTES} bytes"}
+            await response.json(413, {"type": "error", "error": error}, {"connection": "close"})
             return False
         body = await reader.readexactly(length) if length else b""
         await self._handler(HttpRequest(method, path.split("?", 1)[0], headers, body), response)
