@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/mailbox.py
 	$(BIN)/python benchmarks/store.py
 	$(BIN)/python benchmarks/models.py
+	$(BIN)/python benchmarks/loop.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

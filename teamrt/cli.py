@@ -37,6 +37,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="teamrt", description="A runtime for teams of LLM agents.")
     parser.add_argument("--version", action="version", version=f"teamrt {__version__}")
@@ -50,6 +60,30 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--rounds", type=_positive_int, default=200, help="ping-pong rounds per worker (default: 200)"
     )
+    run = commands.add_parser(
+        "run",
+        help="run one agent on a prompt, to the end",
+        description="Run one agent (a built-in or one from .teamrt/agents or .claude/agents) on a"
+        " prompt in this directory, in a run of its own, and print its answer with its turns,"
+        " tokens, cache-read share and cost. --model sim runs offline.",
+    )
+    run.add_argument("--prompt", required=True, help="the task")
+    run.add_argument("--agent", default="lead", help="the agent definition to run (default: lead)")
+    run.add_argument(
+        "--model",
+        default="sim",
+        help="sim (offline, the default), sim:<claude model>, a Claude model, or a local server's model",
+    )
+    run.add_argument(
+        "--on-ask",
+        choices=("deny", "allow"),
+        default="deny",
+        help="how to answer a tool call that needs approval (default: deny, telling the model why)",
+    )
+    run.add_argument("--max-turns", type=_positive_int, help="stop after this many model turns")
+    run.add_argument("--budget-tokens", type=_positive_int, help="hard limit on tokens for the run")
+    run.add_argument("--budget-usd", type=_positive_float, help="hard limit on dollars for the run")
+    run.add_argument("--quiet", action="store_true", help="do not stream the agent's text as it arrives")
     commands.add_parser(
         "models",
         help="list the known models with their prices and cache minimums",
@@ -84,7 +118,51 @@ def _run(args: argparse.Namespace) -> int:
         return demo.run(rounds=args.rounds)
     if args.command == "models":
         return _list_models()
+    if args.command == "run":
+        return _run_one(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse allows no other
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from .agents import DefinitionError
+    from .models import ModelConfigError
+    from .runtime.single import UnknownAgent, run_single
+    from .store import StoreError
+
+    try:
+        result = asyncio.run(
+            run_single(
+                args.prompt,
+                agent=args.agent,
+                model=args.model,
+                project=Path.cwd(),
+                on_ask=args.on_ask,
+                max_turns=args.max_turns,
+                budget_tokens=args.budget_tokens,
+                budget_usd=args.budget_usd,
+                echo=not args.quiet,
+            )
+        )
+    except (DefinitionError, UnknownAgent, ModelConfigError, StoreError) as e:
+        print(f"teamrt: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    outcome = result.outcome
+    if args.quiet and outcome.answer:
+        print(outcome.answer)
+    prompt_tokens = result.input_tokens + result.cache_read_tokens
+    share = result.cache_read_tokens / prompt_tokens if prompt_tokens else 0.0
+    print(
+        f"\n\nrun {result.run_id}: {outcome.status} in {outcome.turns} turns;"
+        f" {prompt_tokens:,} input tokens ({share:.0%} read from cache), {result.output_tokens:,} output;"
+        f" ${result.cost_usd:.4f}"
+    )
+    if outcome.status != "done":
+        print(f"teamrt: {args.agent} {outcome.status}: {outcome.reason}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
 
 
 def _list_models() -> int:

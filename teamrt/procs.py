@@ -2,11 +2,18 @@
 
 The start time is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot);
 a pid whose start time differs from the recorded one is another process.
+Tools start their programs in process groups of their own; ``kill_group``
+ends such a group, whatever it has started in the meantime.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+
+KILL_WAIT = 5.0
+"""How long ``kill_group`` waits for SIGKILLed processes to go."""
 
 
 def process_start_time(pid: int) -> int | None:
@@ -39,3 +46,54 @@ def own_identity() -> tuple[int, int]:
     start = process_start_time(pid)
     assert start is not None  # this process exists
     return pid, start
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``, read from /proc.
+
+    Not ``os.killpg(pgid, 0)``: a zombie nobody reaps keeps that answering
+    "alive" (as under an init that never reaps, e.g. in some containers).
+    """
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        state, _ppid, pgrp = stat[stat.rindex(b")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != b"Z":
+            members.append(int(entry.name))
+    return members
+
+
+async def kill_group(pgid: int, grace: float = 2.0) -> None:
+    """End every process of group ``pgid``: SIGTERM, then SIGKILL for those still there after ``grace`` s.
+
+    Returns once no live member is left, or ``KILL_WAIT`` s after the SIGKILL
+    (a process stuck in the kernel cannot be hurried).
+    """
+    if not _signal_group(pgid, signal.SIGTERM) or await _group_gone(pgid, grace):
+        return
+    _signal_group(pgid, signal.SIGKILL)
+    await _group_gone(pgid, KILL_WAIT)
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def _group_gone(pgid: int, within: float) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while group_members(pgid):
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True

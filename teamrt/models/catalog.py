@@ -15,7 +15,7 @@ model, the value of its predecessor is used and marked so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SOURCE_DATE = "2026-11-22"
 SOURCE = "Anthropic pricing page and model overview pages"
@@ -39,6 +39,7 @@ class ModelInfo:
     long_context_from: int | None = None
     """Prompts of more than this many input tokens are billed at ``long_context_price``."""
     long_context_price: Price | None = None
+    context_window: int = 200_000
 
 
 def _p(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
@@ -81,6 +82,14 @@ CATALOG: dict[str, ModelInfo] = {
 }
 
 _SNAPSHOT_SUFFIX = re.compile(r"(-0)?(-\d{8})?(-latest)?$")
+
+_MILLION_TOKEN_WINDOW = (
+    "claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5", "claude-mythos-5", "claude-opus-5-5",
+    "claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6", "claude-sonnet-5-5",
+    "claude-sonnet-5", "claude-sonnet-4-6", "claude-haiku-5-5",
+)  # fmt: skip
+for _name in _MILLION_TOKEN_WINDOW:
+    CATALOG[_name] = replace(CATALOG[_name], context_window=1_000_000)
 
 SIM_DEFAULT = "claude-sonnet-5-5"
 """The model whose prices and cache rules the simulator follows when its name says none."""

@@ -44,6 +44,17 @@ def cost_usd(usage: Usage, info: ModelInfo) -> float:
     return per_million / 1_000_000
 
 
+def worst_cost_usd(info: ModelInfo, input_tokens: int, max_tokens: int) -> float:
+    """The most a call can cost: every input token at the dearest input rate (a 1-hour cache
+    write), every possible output token at the output rate."""
+    price = info.price
+    if info.long_context_from is not None and input_tokens > info.long_context_from:
+        assert info.long_context_price is not None
+        price = info.long_context_price
+    dearest_input = max(price.input, price.cache_write_5m, price.cache_write_1h)
+    return (input_tokens * dearest_input + max_tokens * price.output) / 1_000_000
+
+
 def cost_for(model: str, usage: Usage, table: Mapping[str, ModelInfo] | None = None) -> float | None:
     """USD for ``usage`` on ``model``; None when the model has no price."""
     info = lookup(model, dict(table) if table is not None else None)

@@ -17,18 +17,23 @@ from collections.abc import Callable, Iterable
 from .errors import ScriptError
 from .params import request_params
 from .reply import Reply
-from .tokens import output_tokens, request_tokens
+from .tokens import TokenCounter, output_tokens, request_tokens
 from .types import Block, ModelRequest, ModelResponse, OnRestart, OnText, Usage
 
 Step = Reply | ModelResponse | BaseException | Callable[[ModelRequest], "Reply | ModelResponse"]
 
 
+_instances = itertools.count(1)
+
+
 class ScriptedModel:
     def __init__(self, steps: Iterable[Step], *, name: str = "scripted") -> None:
         self.name = name
+        self._instance = next(_instances)  # tool-call ids are unique across the models of one run
         self._steps: deque[Step] = deque(steps)
         self.requests: list[ModelRequest] = []
         self._ids = itertools.count(1)
+        self._counter = TokenCounter()
 
     @property
     def remaining(self) -> int:
@@ -57,12 +62,13 @@ class ScriptedModel:
         for block in reply.content:
             block = dict(block)
             if block["type"] == "tool_use":
-                block.setdefault("id", f"toolu_scripted_{next(self._ids):04d}")
+                block.setdefault("id", f"toolu_scripted_{self._instance}_{next(self._ids):04d}")
             elif block["type"] == "thinking":
                 block.setdefault("signature", "scripted")
             content.append(block)
         usage = Usage(
-            input_tokens=request_tokens(request_params(request)), output_tokens=output_tokens(content)
+            input_tokens=self._counter.count(request.tools, request.system, request.messages),
+            output_tokens=output_tokens(content),
         )
         return ModelResponse(
             id=f"msg_scripted_{len(self.requests):04d}",

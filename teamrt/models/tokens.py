@@ -57,3 +57,31 @@ def request_tokens(params: dict[str, Any]) -> int:
 
 def output_tokens(content: list[Block]) -> int:
     return sum(bytes_tokens(canonical(b)) for b in content)
+
+
+def message_tokens(message: dict[str, Any]) -> int:
+    return sum(bytes_tokens(canonical(b)) for b in message_blocks(message))
+
+
+class TokenCounter:
+    """``request_tokens`` for a conversation that only grows: earlier messages are not counted again.
+
+    It trusts that the messages it counted last time are still the same
+    objects at the same places (checked at the first and last of them); a
+    conversation rebuilt some other way must use a new counter.
+    """
+
+    def __init__(self) -> None:
+        self._counted: list[dict[str, Any]] = []
+        self._total = 0
+
+    def count(self, tools: list[Block], system: Any, messages: list[dict[str, Any]]) -> int:
+        known = len(self._counted)
+        if not (known <= len(messages) and (known == 0 or (
+            messages[0] is self._counted[0] and messages[known - 1] is self._counted[-1]
+        ))):  # fmt: skip
+            self._counted, self._total, known = [], 0, 0
+        for message in messages[known:]:
+            self._total += message_tokens(message)
+            self._counted.append(message)
+        return sum(bytes_tokens(canonical(b)) for b in [*tools, *system_blocks(system)]) + self._total

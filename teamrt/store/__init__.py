@@ -21,6 +21,7 @@ from .reader import StoreReader, open_reader
 from .records import (
     AgentRecord,
     EventRecord,
+    FinishedCall,
     IngestedMail,
     MailRecord,
     NewEvent,
@@ -38,6 +39,7 @@ from .store import Store, create_store, open_store
 __all__ = [
     "AgentRecord",
     "EventRecord",
+    "FinishedCall",
     "IngestedMail",
     "InvalidTransition",
     "MailRecord",

@@ -29,6 +29,7 @@ from .records import (
     TOOL_STATES,
     TOOL_TRANSITIONS,
     AgentRecord,
+    FinishedCall,
     IngestedMail,
     NewEvent,
     Owner,
@@ -273,13 +274,17 @@ def append_turn(
     tool_uses: Sequence[ToolUse],
     ingested: Sequence[IngestedMail],
     events: Sequence[NewEvent],
+    finished: Sequence[FinishedCall] = (),
 ) -> TurnRecord:
     """One turn with everything that must happen with it, or none of it.
 
     An assistant turn journals its tool calls as ``pending`` and adds its
     usage; a user turn records the mail it ingests, so a message id is in the
-    store exactly when the turn that read it is.
+    store exactly when the turn that read it is, and ends the calls whose
+    results it carries, so a call is finished exactly when its result is kept.
     """
+    for call in finished:
+        move_tool_call(conn, run, call.id, call.status, call.result, call.is_error)
     _check(role, ROLES, "role")
     now = time.time()
     seq = conn.execute(_NEXT_SEQ, {"b_run": run, "b_agent": agent}).scalar_one()

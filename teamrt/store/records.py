@@ -8,14 +8,15 @@ from typing import Any
 RUN_STATUSES = ("running", "done", "failed", "stopped")
 AGENT_KINDS = ("lead", "fork", "worktree", "team")
 AGENT_STATUSES = ("pending", "running", "idle", "merging", "done", "failed", "stopped")
-ROLES = ("user", "assistant")
+ROLES = ("user", "assistant", "compaction")  # compaction: the messages that replace all before it
 TASK_STATUSES = ("open", "in_progress", "done")
 
 # The tool-call journal (DESIGN.md): pending -> running -> done | error | interrupted.
 # pending -> error is a call refused before it ran (denied, invalid input);
+# pending -> done is a read-only call, which needs no "running" mark: it is run again either way;
 # running -> running is a read-only call run again after a crash.
 TOOL_TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "pending": ("running", "error", "interrupted"),
+    "pending": ("running", "done", "error", "interrupted"),
     "running": ("running", "done", "error", "interrupted"),
 }
 TOOL_STATES = ("pending", "running", "done", "error", "interrupted")
@@ -101,6 +102,16 @@ class IngestedMail:
     sender: str
     kind: str
     message: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedCall:
+    """A tool call's end, journaled in the same transaction as the turn carrying its result."""
+
+    id: str
+    status: str
+    result: list[Any]
+    is_error: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,17 @@ from . import tables as t
 from .errors import RunExists, RunNotFound
 from .ownership import HEARTBEAT_S, OwnerLock, check_not_live_elsewhere
 from .reader import StoreReader
-from .records import AgentRecord, IngestedMail, NewEvent, Owner, TaskRecord, ToolUse, TurnRecord, Usage
+from .records import (
+    AgentRecord,
+    FinishedCall,
+    IngestedMail,
+    NewEvent,
+    Owner,
+    TaskRecord,
+    ToolUse,
+    TurnRecord,
+    Usage,
+)
 from .writer import Op, Writer
 
 T = TypeVar("T")
@@ -125,8 +135,10 @@ class Store:
         tool_uses: Sequence[ToolUse] = (),
         ingested: Sequence[IngestedMail] = (),
         events: Sequence[NewEvent] = (),
+        finished: Sequence[FinishedCall] = (),
     ) -> TurnRecord:
-        """Append a turn with its tool calls (pending), ingested mail, usage and events, atomically."""
+        """Append a turn with its tool calls (pending), the calls it finishes, ingested mail, usage
+        and events, atomically."""
         return await self.write(
             functools.partial(
                 ops.append_turn,
@@ -141,6 +153,7 @@ class Store:
                 tool_uses=tool_uses,
                 ingested=ingested,
                 events=events,
+                finished=finished,
             )
         )
 

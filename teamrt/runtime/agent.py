@@ -1,0 +1,62 @@
+"""What an agent loop runs with: its definition made concrete, and its surroundings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..mailbox import Inbox
+from ..models.catalog import ModelInfo
+from ..models.types import Model, OnRestart, OnText
+from ..store import Store
+from ..tools.base import Tool, ToolContext
+from ..tools.permissions import Permissions
+from .asking import Asker
+from .budget import Budget
+
+DEFAULT_MAX_TOKENS = 8192
+
+
+@dataclass
+class AgentSpec:
+    """Who the agent is: its model, prompt, tools, permissions and limits."""
+
+    name: str
+    model: Model
+    model_name: str
+    system: str
+    tools: dict[str, Tool]
+    permissions: Permissions
+    info: ModelInfo | None = None
+    """The model's prices and window (None: unknown, so no dollar figure and a 200k window)."""
+    role: str = ""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_turns: int | None = None
+    thinking: dict[str, Any] | None = None
+
+
+@dataclass
+class AgentEnv:
+    """Where the agent runs: its run's store, its workspace, its inbox, its budgets."""
+
+    store: Store
+    tools: ToolContext
+    spill_dir: Path
+    asker: Asker
+    budgets: Sequence[Budget]
+    inbox: Inbox | None = None
+    on_text: OnText | None = None
+    on_restart: OnRestart | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an agent's run ended: ``done``, ``failed`` or ``stopped``, with its last answer."""
+
+    status: str
+    answer: str
+    turns: int
+    reason: str | None = None
+    usage: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,324 @@
+"""The agent loop (DESIGN.md, Data flow 2).
+
+    wait for input -> build the request -> call the model -> persist the assistant turn
+    and its tool calls (pending) -> run the tools (running -> done | error) -> persist
+    the results -> repeat
+
+until the model ends its turn with no tool call and no mail waiting, a limit is
+reached, or the agent is stopped. Every step is committed before the next one
+starts, so a crash loses at most the step in flight. Budgets, context
+compaction, spilling and permission asks live beside the loop, in their own
+modules; the loop only calls them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from ..mailbox import Message
+from ..models import ModelError, ModelRequest, ModelResponse
+from ..models.pricing import worst_cost_usd
+from ..models.tokens import message_tokens, request_tokens
+from ..models.types import Block
+from ..procs import process_start_time
+from ..store import FinishedCall, IngestedMail, NewEvent, ToolUse, Usage
+from ..tools.base import ToolContext, ToolError, ToolResult, tool_param
+from ..tools.permissions import Verdict
+from . import context
+from .agent import AgentEnv, AgentSpec, Outcome
+from .asking import Ask
+from .budget import BudgetExhausted, Reservation
+from .spill import bound_results
+
+MAX_PARALLEL_READS = 10
+ESTIMATE_MARGIN = 1.3
+"""teamrt counts tokens approximately; a real model's count may be this much higher."""
+
+
+class ContextExhausted(Exception):
+    pass
+
+
+class AgentLoop:
+    def __init__(
+        self, spec: AgentSpec, env: AgentEnv, *, epoch: int, messages: list[Any] | None = None
+    ) -> None:
+        self.spec = spec
+        self.env = env
+        self.epoch = epoch
+        self.messages: list[Any] = list(messages or [])
+        self.turns = 0
+        self._failed_compactions = 0
+        self._fixed_tokens = request_tokens(
+            {"tools": [tool_param(t) for t in spec.tools.values()], "system": spec.system}
+        )
+        self._history_tokens = sum(message_tokens(m) for m in self.messages)
+        self._waiting: list[Message] = []  # mail seen after the model's last turn, ingested next
+        self._task: asyncio.Task[Outcome] | None = None
+        self._stopping: str | None = None
+        self._unfinished: set[str] = set()  # tool calls of the last turn whose result is not kept yet
+
+    def stop(self, reason: str = "stopped") -> None:
+        """End the agent now: its model call or tools are cancelled, its processes killed."""
+        self._stopping = reason
+        if self._task is not None:
+            self._task.cancel()
+
+    async def run(self, task: str | None = None) -> Outcome:
+        self._task = asyncio.current_task()
+        results: list[FinishedCall] = []
+        start: list[Block] = [{"type": "text", "text": task}] if task else []
+        answer = ""
+        try:
+            while True:
+                mail = self._take_mail()
+                blocks = [r.result[0] for r in results] + start + [_mail_block(m) for m in mail]
+                if blocks:
+                    await self._append_user(blocks, mail, results)
+                results, start = [], []
+                if self.spec.max_turns is not None and self.turns >= self.spec.max_turns:
+                    return await self._end(
+                        "stopped", answer, f"reached its limit of {self.spec.max_turns} turns"
+                    )
+                response = await self._call_model(await self._request())
+                answer = response.text or answer
+                await self._append_assistant(response)
+                if not response.tool_uses:
+                    if self._mail_waiting():
+                        continue
+                    return await self._end("done", answer)
+                results = await self._run_tools(response)
+        except BudgetExhausted as e:
+            return await self._end("stopped", answer, f"budget exhausted: {e.reason}")
+        except (ModelError, ContextExhausted) as e:
+            return await self._end("failed", answer, str(e))
+        except asyncio.CancelledError:
+            if self._stopping is None:
+                raise
+            for call_id in sorted(self._unfinished):
+                await self.env.store.move_tool_call(call_id, "interrupted")
+            return await self._end("stopped", answer, self._stopping)
+
+    # -- input ----------------------------------------------------------------
+
+    def _take_mail(self) -> list[Message]:
+        mail, self._waiting = self._waiting, []
+        while self.env.inbox is not None and (msg := self.env.inbox.poll()) is not None:
+            mail.append(msg)
+        return mail
+
+    def _mail_waiting(self) -> bool:
+        self._waiting = self._take_mail()
+        return bool(self._waiting)
+
+    async def _append_user(
+        self, blocks: list[Block], mail: list[Message], finished: list[FinishedCall]
+    ) -> None:
+        """The next user turn: tool results (ending their calls), the task, mail, in one commit."""
+        ingested = [IngestedMail(m.id, m.sender, m.kind, m.to_dict()) for m in mail]
+        await self.env.store.append_turn(
+            self.spec.name,
+            epoch=self.epoch,
+            role="user",
+            content=blocks,
+            ingested=ingested,
+            finished=finished,
+        )
+        self._unfinished.clear()
+        for msg in mail:  # only now is each message's id committed as ingested
+            assert self.env.inbox is not None
+            self.env.inbox.ack(msg)
+        self._add_message({"role": "user", "content": blocks})
+
+    # -- the model --------------------------------------------------------------
+
+    async def _request(self) -> ModelRequest:
+        """The next request, compacting the history first when it would not fit."""
+        window = self.spec.info.context_window if self.spec.info else 200_000
+        limit = context.limit_for(window, self.spec.max_tokens)
+        if self._size() <= limit:
+            return self._build()
+        cleared = context.clear_old_tool_results(self.messages)
+        if cleared is not None:
+            await self._replace_history(cleared, "cleared old tool results")
+            if self._size() <= limit:
+                return self._build()
+        while self._failed_compactions < context.MAX_FAILED_COMPACTIONS:
+            ask = context.summary_request(self._build(), self.spec.max_tokens)
+            summary = await self._call_model(ask)
+            await self._replace_history(context.summarised(self.messages, summary.text), "summarised")
+            if self._size() <= limit:
+                self._failed_compactions = 0
+                return self._build()
+            self._failed_compactions += 1
+        raise ContextExhausted(
+            f"the context stays over {limit:,} tokens after {context.MAX_FAILED_COMPACTIONS} compactions"
+        )
+
+    def _size(self) -> int:
+        """The next request's input tokens (teamrt's approximation), kept up to date as turns are added."""
+        return self._fixed_tokens + self._history_tokens
+
+    def _add_message(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self._history_tokens += message_tokens(message)
+
+    def _build(self) -> ModelRequest:
+        spec = self.spec
+        return ModelRequest(
+            model=spec.model_name,
+            messages=list(self.messages),
+            max_tokens=spec.max_tokens,
+            system=spec.system,
+            tools=[tool_param(t) for t in spec.tools.values()],
+            thinking=spec.thinking,
+            agent=spec.name,
+            role=spec.role,
+        )
+
+    async def _call_model(self, request: ModelRequest) -> ModelResponse:
+        """One call, its worst case reserved against every budget first."""
+        tokens = int(self._size() * ESTIMATE_MARGIN)
+        info = self.spec.info
+        usd = worst_cost_usd(info, tokens, request.max_tokens) if info else 0.0
+        reservation = Reservation(self.env.budgets, tokens + request.max_tokens, usd)
+        try:
+            response = await self.spec.model.complete(
+                request, on_text=self.env.on_text, on_restart=self.env.on_restart
+            )
+        except BaseException:
+            reservation.settle(0, 0.0)
+            raise
+        reservation.settle(
+            response.usage.prompt_tokens + response.usage.output_tokens, response.cost_usd or 0.0
+        )
+        return response
+
+    async def _append_assistant(self, response: ModelResponse) -> None:
+        tools = self.spec.tools
+        uses = [
+            ToolUse(b["id"], b["name"], b["input"], b["name"] in tools and tools[b["name"]].read_only)
+            for b in response.tool_uses
+        ]
+        u = response.usage
+        usage = Usage(
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_creation_input_tokens,
+            u.cache_read_input_tokens,
+            response.cost_usd or 0.0,
+        )
+        await self.env.store.append_turn(
+            self.spec.name,
+            epoch=self.epoch,
+            role="assistant",
+            content=response.content,
+            stop_reason=response.stop_reason,
+            model=response.model,
+            usage=usage,
+            tool_uses=uses,
+        )
+        self._add_message({"role": "assistant", "content": response.content})
+        self._unfinished = {use.id for use in uses}
+        self.turns += 1
+
+    async def _replace_history(self, messages: list[Any], how: str) -> None:
+        event = NewEvent("agent.compacted", {"how": how, "messages": len(messages)})
+        await self.env.store.append_turn(
+            self.spec.name, epoch=self.epoch, role="compaction", content=messages, events=[event]
+        )
+        self.messages = messages
+        self._history_tokens = sum(message_tokens(m) for m in messages)
+
+    # -- tools -------------------------------------------------------------------
+
+    async def _run_tools(self, response: ModelResponse) -> list[FinishedCall]:
+        """Run the turn's calls: consecutive read-only ones together (at most 10), the rest in order."""
+        calls = response.tool_uses
+        results: dict[str, ToolResult] = {}
+        i = 0
+        while i < len(calls):
+            batch = [calls[i]]
+            while (
+                self._read_only(batch[-1])
+                and i + len(batch) < len(calls)
+                and self._read_only(calls[i + len(batch)])
+                and len(batch) < MAX_PARALLEL_READS
+            ):
+                batch.append(calls[i + len(batch)])
+            outcomes = await asyncio.gather(*(self._run_one(c, response) for c in batch))
+            results.update(zip((c["id"] for c in batch), outcomes, strict=True))
+            i += len(batch)
+        bounded = bound_results(results, self.env.spill_dir, self.spec.name)
+        return [
+            FinishedCall(call_id, "error" if r.is_error else "done", [_result_block(call_id, r)], r.is_error)
+            for call_id, r in bounded.items()
+        ]
+
+    def _read_only(self, call: Block) -> bool:
+        tool = self.spec.tools.get(call["name"])
+        return tool is not None and tool.read_only
+
+    async def _run_one(self, call: Block, response: ModelResponse) -> ToolResult:
+        """Run one call, or say why it may not run. A call with side effects is journaled
+        ``running`` first; a read-only one needs no mark, since a resume runs it again anyway."""
+        refusal = await self._refusal(call, response)
+        if refusal is not None:
+            return ToolResult(refusal, is_error=True)
+        store, call_id, tool = self.env.store, call["id"], self.spec.tools[call["name"]]
+        if not tool.read_only:
+            await store.move_tool_call(call_id, "running")
+
+        async def journal_process(pid: int) -> None:
+            await store.record_tool_process(call_id, pid, process_start_time(pid) or 0)
+
+        ctx: ToolContext = replace(self.env.tools, agent=self.spec.name, on_process=journal_process)
+        try:
+            return await tool.run(call["input"], ctx)
+        except ToolError as e:
+            return ToolResult(str(e), is_error=True)
+
+    async def _refusal(self, call: Block, response: ModelResponse) -> str | None:
+        """Why the call may not run (invalid input, no such tool, a permission), or None."""
+        name = call["name"]
+        if call["id"] in response.invalid_tool_inputs:
+            return response.invalid_tool_inputs[call["id"]]
+        tool = self.spec.tools.get(name)
+        if tool is None:
+            return f"there is no tool named {name!r}; the tools are: {', '.join(sorted(self.spec.tools))}"
+        decision = self.spec.permissions.decide(
+            name, call["input"], read_only=tool.read_only, workspace=self.env.tools.workspace
+        )
+        if decision.verdict == Verdict.DENY:
+            return f"permission denied: {decision.reason}"
+        if decision.verdict == Verdict.ASK:
+            answer = await self.env.asker(Ask(self.spec.name, name, call["input"], decision.reason))
+            if not answer.allowed:
+                return f"permission denied: {answer.reason}"
+        return None
+
+    # -- the end -------------------------------------------------------------------
+
+    async def _end(self, status: str, answer: str, reason: str | None = None) -> Outcome:
+        store = self.env.store
+        await store.set_agent_status(self.spec.name, status, reason)
+        await store.append_event(
+            f"agent.{status}", {"turns": self.turns, "reason": reason}, agent=self.spec.name
+        )
+        return Outcome(status, answer, self.turns, reason)
+
+
+def _result_block(call_id: str, result: ToolResult) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": result.content}
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _mail_block(msg: Message) -> Block:
+    head = f'<mail id="{msg.id}" from="{msg.sender}" kind="{msg.kind}"'
+    if msg.summary:
+        head += f' summary="{msg.summary}"'
+    return {"type": "text", "text": f"{head}>\n{msg.body}\n</mail>"}

@@ -1,0 +1,57 @@
+"""What a tool is to the agent loop.
+
+A tool has a name the model calls it by, a JSON schema for its input, and an
+async ``run``. ``read_only`` tools of one turn may run in parallel and may be
+run again after a crash; the others run in order and are never re-run blindly.
+A tool reports a failure the model should see by raising ``ToolError`` (or by
+returning ``ToolResult(..., is_error=True)``); anything else it raises is a
+bug and fails the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+OnProcess = Callable[[int], Awaitable[None]]
+"""Called with the pid of each process a tool starts, before the tool waits on it (journaled)."""
+
+
+class ToolError(Exception):
+    """A failure told to the model as an error result; the message is what it reads."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Where and for whom a tool runs."""
+
+    workspace: Path
+    """The agent's root: file tools are confined to it (symlinks resolved), bash runs in it."""
+    run_dir: Path
+    """The run's directory (``<home>/runs/<run>``): file tools never read or list it."""
+    agent: str = ""
+    on_process: OnProcess | None = None
+    extra_roots: tuple[Path, ...] = field(default=())
+    """Further directories file tools may read (never write)."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool
+
+    async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+def tool_param(tool: Tool) -> dict[str, Any]:
+    """The tool as the Messages API's ``tools`` entry."""
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}

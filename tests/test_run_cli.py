@@ -1,0 +1,57 @@
+"""``teamrt run``: one agent on the simulator end to end, and one clear line for each user mistake."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from teamrt.store import open_reader
+
+
+def teamrt(*args: str, project: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "teamrt", *args],
+        env={**os.environ, "TEAMRT_HOME": str(project / ".teamrt"), **env},
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_run_one_agent_offline(tmp_path: Path) -> None:
+    result = teamrt("run", "--prompt", "Say hello.", "--model", "sim", project=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "[sim] lead received: Say hello." in result.stdout
+    assert " done in 1 turns;" in result.stdout and "read from cache" in result.stdout
+    [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
+    reader = open_reader(run_dir, run_dir.name)
+    assert reader.run().status == "done"
+    assert [t.role for t in reader.turns("lead")] == ["user", "assistant"]
+    assert reader.run().usage.cost_usd > 0, "sim is priced like a Claude model"
+
+
+def test_unknown_agent_is_one_line(tmp_path: Path) -> None:
+    result = teamrt("run", "--prompt", "x", "--agent", "nobody", project=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "no agent named 'nobody'" in result.stderr
+    assert "lead" in result.stderr, "the known agents are listed"
+    assert not (tmp_path / ".teamrt" / "runs").exists() or not any((tmp_path / ".teamrt" / "runs").iterdir())
+
+
+def test_broken_agent_file_is_one_line(tmp_path: Path) -> None:
+    agents = tmp_path / ".teamrt" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "bad.md").write_text("---\nname: [unclosed\n---\nprompt\n")
+    result = teamrt("run", "--prompt", "x", project=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "bad.md" in result.stderr
+
+
+def test_missing_api_key_is_one_line(tmp_path: Path) -> None:
+    result = teamrt("run", "--prompt", "x", "--model", "claude-sonnet-5-5", project=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "ANTHROPIC_API_KEY" in result.stderr
+    assert "Traceback" not in result.stderr
