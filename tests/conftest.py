@@ -16,6 +16,7 @@ from teamrt.mailbox.watcher import Watcher
 from teamrt.models import BLOCK_ENV, ModelRequest, ModelResponse, open_model
 from teamrt.models.sim import SimServer
 from teamrt.settings import SETTINGS_ENV, ModelSettings, Settings
+from teamrt.tools.base import ToolContext
 
 MAILPROC = str(Path(__file__).with_name("mailproc.py"))
 RUN = "run1"
@@ -66,6 +67,23 @@ def run_dir(tmp_path: Path) -> Path:
     path = tmp_path / "home" / "runs" / "r1"
     path.mkdir(parents=True)
     return path
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An agent's workspace."""
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def ctx(ws: Path) -> ToolContext:
+    """A tool context in ``ws``; its run directory (with a store file) lies inside, as the lead's does."""
+    run_dir = ws / ".teamrt" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.db").write_text("secret store\n")
+    return ToolContext(workspace=ws, run_dir=run_dir)
 
 
 @pytest.fixture

@@ -24,20 +24,6 @@ SANDBOXES = [
 ]
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def ctx(ws: Path) -> ToolContext:
-    run_dir = ws / ".teamrt" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
-    return ToolContext(workspace=ws, run_dir=run_dir)
-
-
 def bash(ctx: ToolContext, command: str, sandbox: Sandbox | None = None, **input: Any) -> ToolResult:
     return asyncio.run(Bash(sandbox).run({"command": command, **input}, ctx))
 
@@ -103,11 +89,11 @@ def test_outside_the_workspace_nothing_can_be_written(ctx: ToolContext) -> None:
 def test_every_run_inside_the_workspace_stays_read_only(ctx: ToolContext) -> None:
     other = ctx.run_dir.parent / "r0"
     other.mkdir()
-    for target in (".teamrt/runs/r1/run.db", ".teamrt/runs/r0/run.db"):
+    for target in (".teamrt/runs/r1/new.db", ".teamrt/runs/r0/new.db"):
         result = bash(ctx, f"touch {target}")
         assert result.is_error
         assert "Read-only file system" in result.content
-    assert not (ctx.run_dir / "run.db").exists() and not (other / "run.db").exists()
+    assert not (ctx.run_dir / "new.db").exists() and not (other / "new.db").exists()
 
 
 def test_the_workspace_is_writable_and_the_cwd(ctx: ToolContext, ws: Path) -> None:

@@ -29,21 +29,6 @@ def refused(ctx: ToolContext, tool: str, **input: Any) -> str:
     return message
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def ctx(ws: Path) -> ToolContext:
-    run_dir = ws / ".teamrt" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
-    (run_dir / "run.db").write_text("secret store\n")
-    return ToolContext(workspace=ws, run_dir=run_dir)
-
-
 # -- confinement ----------------------------------------------------------------------
 
 
