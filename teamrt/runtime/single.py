@@ -57,7 +57,7 @@ async def run_single(
 ) -> SingleRun:
     definition = pick_definition(project, agent)
     settings = load_settings()
-    model_name = definition.model if model == "definition" and definition.model else model
+    model_name = model  # --model decides: an agent file's model never turns offline sim into Claude
     tools = builtin_tools()
     if definition.tools is not None:
         tools = {n: t for n, t in tools.items() if n in definition.tools}
