@@ -62,16 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run = commands.add_parser(
         "run",
-        help="run one agent on a prompt, to the end",
-        description="Run one agent (a built-in or one from .teamrt/agents or .claude/agents) on a"
-        " prompt in this directory, in a run of its own, and print its answer with its turns,"
-        " tokens, cache-read share and cost. --model sim runs offline.",
+        help="run a team (TEAMFILE) or one agent on a prompt, to the end",
+        description="Run the team of TEAMFILE, or without one a single agent (a built-in or one from"
+        " .teamrt/agents or .claude/agents), on a prompt in this directory, in a run of its own, and"
+        " print the answer with turns, tokens, cache-read share and cost. --model sim runs offline.",
     )
-    run.add_argument("--prompt", required=True, help="the task")
+    run.add_argument("teamfile", nargs="?", help="a team file (TOML); see examples/teams/")
+    run.add_argument("--prompt", help="the task (a team file may give a default)")
     run.add_argument("--agent", default="lead", help="the agent definition to run (default: lead)")
     run.add_argument(
         "--model",
-        default="sim",
         help="sim (offline, the default), sim:<claude model>, a Claude model, or a local server's model",
     )
     run.add_argument(
@@ -90,6 +90,36 @@ def build_parser() -> argparse.ArgumentParser:
         description="The price table teamrt bills by (USD per million tokens), with the settings"
         " file's overrides applied, and each model's minimum cacheable prefix.",
     )
+    commands.add_parser(
+        "ls",
+        help="list the runs, newest first",
+        description="One line per run: status (a running run whose owner is gone is crashed), age,"
+        " agents, cost, tokens and the task's first line.",
+    )
+    show = commands.add_parser(
+        "show",
+        help="show one run: totals, the agent tree, answers and tasks",
+        description="A run's header and totals, its agents as a tree, each agent's latest answer"
+        " and the shared task list.",
+    )
+    show.add_argument("run", metavar="RUN", help="the run's id, as teamrt ls shows it")
+    send = commands.add_parser(
+        "send",
+        help="send a message to an agent of a run",
+        description="Deliver TEXT from you into AGENT's mailbox; the agent reads it on its next turn."
+        " Prints the message id.",
+    )
+    send.add_argument("run", metavar="RUN", help="the run's id")
+    send.add_argument("agent", metavar="AGENT", help="the agent to tell")
+    send.add_argument("text", metavar="TEXT", help="the message")
+    stop = commands.add_parser(
+        "stop",
+        help="ask a live run's supervisor to stop the run or one agent",
+        description="Send a stop request to the supervisor of a live run: stop AGENT, or the whole"
+        " run when no AGENT is given. A crashed or finished run is refused.",
+    )
+    stop.add_argument("run", metavar="RUN", help="the run's id")
+    stop.add_argument("agent", metavar="AGENT", nargs="?", help="the agent to stop (default: the whole run)")
     return parser
 
 
@@ -120,6 +150,8 @@ def _run(args: argparse.Namespace) -> int:
         return _list_models()
     if args.command == "run":
         return _run_one(args)
+    if args.command in ("ls", "show", "send", "stop"):
+        return _inspect(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse allows no other
 
 
@@ -130,14 +162,23 @@ def _run_one(args: argparse.Namespace) -> int:
     from .agents import DefinitionError
     from .models import ModelConfigError
     from .runtime.single import UnknownAgent, run_single
+    from .runtime.teamfile import TeamFileError
+    from .runtime.teamrun import NoPrompt, run_team_file
     from .store import StoreError
 
+    if args.teamfile is None and not args.prompt:
+        print("teamrt: run needs a team file or --prompt (see 'teamrt run --help')", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        result = asyncio.run(
-            run_single(
+        if args.teamfile is not None:
+            work = run_team_file(
+                Path(args.teamfile), prompt=args.prompt, model=args.model, project=Path.cwd()
+            )
+        else:
+            work = run_single(
                 args.prompt,
                 agent=args.agent,
-                model=args.model,
+                model=args.model or "sim",
                 project=Path.cwd(),
                 on_ask=args.on_ask,
                 max_turns=args.max_turns,
@@ -145,22 +186,58 @@ def _run_one(args: argparse.Namespace) -> int:
                 budget_usd=args.budget_usd,
                 echo=not args.quiet,
             )
-        )
-    except (DefinitionError, UnknownAgent, ModelConfigError, StoreError) as e:
+        result = asyncio.run(work)
+    except (DefinitionError, UnknownAgent, ModelConfigError, StoreError, TeamFileError, NoPrompt) as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     outcome = result.outcome
-    if args.quiet and outcome.answer:
+    if (args.quiet or args.teamfile is not None) and outcome.answer:
         print(outcome.answer)
     prompt_tokens = result.input_tokens + result.cache_read_tokens
     share = result.cache_read_tokens / prompt_tokens if prompt_tokens else 0.0
     print(
-        f"\n\nrun {result.run_id}: {outcome.status} in {outcome.turns} turns;"
+        f"\n\nrun {result.run_id}: {outcome.status}; {result.agents} agent(s), {outcome.turns} lead turn(s);"
         f" {prompt_tokens:,} input tokens ({share:.0%} read from cache), {result.output_tokens:,} output;"
         f" ${result.cost_usd:.4f}"
     )
     if outcome.status != "done":
-        print(f"teamrt: {args.agent} {outcome.status}: {outcome.reason}", file=sys.stderr)
+        print(f"teamrt: the lead {outcome.status}: {outcome.reason}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    """``ls``, ``show``, ``send`` and ``stop``: the store and the mailbox, imported only now."""
+    from . import home, runs
+    from .store import StoreError
+
+    try:
+        if args.command == "ls":
+            runs_dir = home.runs_path()
+            print("\n".join(runs.render_ls(runs.list_runs(runs_dir), runs_dir)))
+            return 0
+        run_dir = home.existing_run_dir(args.run)
+        if args.command == "show":
+            print("\n".join(runs.render_show(run_dir, args.run)))
+        elif args.command == "send":
+            msg, status = runs.send(run_dir, args.run, args.agent, args.text)
+            print(msg.id)
+            if status != "running":
+                print(
+                    f"teamrt: note: run {args.run!r} is {status}; the message waits in the mailbox",
+                    file=sys.stderr,
+                )
+        else:
+            msg, created = runs.stop(run_dir, args.run, args.agent)
+            what = f"agent {args.agent}" if args.agent else "the run"
+            print(f"asked the supervisor of run {args.run} to stop {what} (message {msg.id})")
+            if created:
+                print(
+                    "teamrt: note: this run had no supervisor mailbox yet; the request waits there",
+                    file=sys.stderr,
+                )
+    except (home.UnknownRun, runs.RunsError, StoreError) as e:
+        print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     return 0
 

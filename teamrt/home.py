@@ -12,7 +12,7 @@ import string
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .mailbox import check_name
+from .mailbox import check_name, is_name
 
 HOME_ENV = "TEAMRT_HOME"
 DEFAULT_HOME = ".teamrt"
@@ -21,11 +21,25 @@ DIR_MODE = 0o700
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
 
+class UnknownRun(LookupError):
+    """A run name with no run directory under the home."""
+
+    def __init__(self, run: str, runs: Path) -> None:
+        self.run = run
+        self.runs = runs
+        super().__init__(f"no run named {run!r} in {runs}")
+
+
+def home_path() -> Path:
+    """Where the home of all runs is, without creating it."""
+    configured = os.environ.get(HOME_ENV)
+    return (Path(configured).expanduser() if configured else Path(DEFAULT_HOME)).resolve()
+
+
 def teamrt_home() -> Path:
     """The home of all runs, created 0700; the default one is excluded from git."""
     configured = os.environ.get(HOME_ENV)
-    home = Path(configured).expanduser() if configured else Path(DEFAULT_HOME)
-    home = home.resolve()
+    home = home_path()
     home.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     os.chmod(home, DIR_MODE)
     if not configured:
@@ -45,6 +59,19 @@ def run_dir(run_id: str) -> Path:
     check_name(run_id, "run")
     runs = _private_dir(teamrt_home() / "runs")
     return _private_dir(runs / run_id)
+
+
+def runs_path() -> Path:
+    """``<home>/runs``, without creating it."""
+    return home_path() / "runs"
+
+
+def existing_run_dir(run_id: str) -> Path:
+    """``<home>/runs/<run>`` of a run that exists; raises UnknownRun. Creates nothing."""
+    runs = runs_path()
+    if not is_name(run_id) or not (runs / run_id).is_dir():
+        raise UnknownRun(run_id, runs)
+    return runs / run_id
 
 
 def _private_dir(path: Path) -> Path:

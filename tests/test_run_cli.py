@@ -25,7 +25,7 @@ def test_run_one_agent_offline(tmp_path: Path) -> None:
     result = teamrt("run", "--prompt", "Say hello.", "--model", "sim", project=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "[sim] lead received: Say hello." in result.stdout
-    assert " done in 1 turns;" in result.stdout and "read from cache" in result.stdout
+    assert ": done; 1 agent(s), 1 lead turn(s);" in result.stdout and "read from cache" in result.stdout
     [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
     reader = open_reader(run_dir, run_dir.name)
     assert reader.run().status == "done"
@@ -55,3 +55,19 @@ def test_missing_api_key_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "ANTHROPIC_API_KEY" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_run_a_team_file_offline(tmp_path: Path) -> None:
+    (tmp_path / "team.toml").write_text('[team]\nprompt = "Plan the work."\n[roles.reviewer]\n')
+    result = teamrt("run", "team.toml", project=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "[sim] lead received: Plan the work." in result.stdout and ": done; 1 agent(s)" in result.stdout
+
+
+def test_a_broken_team_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "team.toml").write_text("[team]\nmodle = 'sim'\n")
+    result = teamrt("run", "team.toml", "--prompt", "x", project=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "team.toml" in result.stderr and "modle" in result.stderr
+    missing = teamrt("run", "absent.toml", "--prompt", "x", project=tmp_path)
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "absent.toml" in missing.stderr

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ class AgentSpec:
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_turns: int | None = None
     thinking: dict[str, Any] | None = None
+    persistent: bool = False
+    """A teammate: when it has nothing to do it idles until mail comes, instead of ending."""
 
 
 @dataclass
@@ -49,6 +51,10 @@ class AgentEnv:
     inbox: Inbox | None = None
     on_text: OnText | None = None
     on_restart: OnRestart | None = None
+    keep_waiting: Callable[[], bool] | None = None
+    """True while the agent must wait for mail rather than end (a lead with busy children)."""
+    on_idle: Callable[[bool], None] | None = None
+    """Told True when the agent starts waiting for mail, False when mail wakes it."""
 
 
 @dataclass(frozen=True)

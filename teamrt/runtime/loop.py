@@ -58,6 +58,7 @@ class AgentLoop:
         self._waiting: list[Message] = []  # mail seen after the model's last turn, ingested next
         self._task: asyncio.Task[Outcome] | None = None
         self._stopping: str | None = None
+        self._finishing: str | None = None
         self._unfinished: set[str] = set()  # tool calls of the last turn whose result is not kept yet
 
     def stop(self, reason: str = "stopped") -> None:
@@ -66,10 +67,15 @@ class AgentLoop:
         if self._task is not None:
             self._task.cancel()
 
-    async def run(self, task: str | None = None) -> Outcome:
+    def finish_after_turn(self, reason: str) -> None:
+        """End the agent, done, once the current turn's tool results are kept (an accepted shutdown)."""
+        self._finishing = reason
+
+    async def run(self, task: str | list[Block] | None = None) -> Outcome:
+        """Run to the end. ``task``: the first user turn's text, or its blocks (a fork's)."""
         self._task = asyncio.current_task()
         results: list[FinishedCall] = []
-        start: list[Block] = [{"type": "text", "text": task}] if task else []
+        start: list[Block] = [{"type": "text", "text": task}] if isinstance(task, str) else list(task or [])
         answer = ""
         try:
             while True:
@@ -88,8 +94,15 @@ class AgentLoop:
                 if not response.tool_uses:
                     if self._mail_waiting():
                         continue
-                    return await self._end("done", answer)
+                    waits = self.env.keep_waiting is not None and self.env.keep_waiting()
+                    if not (self.spec.persistent or waits):
+                        return await self._end("done", answer)
+                    await self._idle()
+                    continue
                 results = await self._run_tools(response)
+                if self._finishing is not None:
+                    await self._append_user([r.result[0] for r in results], [], results)
+                    return await self._end("done", answer, self._finishing)
         except BudgetExhausted as e:
             return await self._end("stopped", answer, f"budget exhausted: {e.reason}")
         except (ModelError, ContextExhausted) as e:
@@ -108,6 +121,17 @@ class AgentLoop:
         while self.env.inbox is not None and (msg := self.env.inbox.poll()) is not None:
             mail.append(msg)
         return mail
+
+    async def _idle(self) -> None:
+        """A teammate with nothing to do waits for mail, spending no tokens, and wakes at once."""
+        assert self.env.inbox is not None, "a persistent agent needs an inbox"
+        await self.env.store.set_agent_status(self.spec.name, "idle")
+        if self.env.on_idle is not None:
+            self.env.on_idle(True)
+        self._waiting.append(await self.env.inbox.next())
+        if self.env.on_idle is not None:
+            self.env.on_idle(False)
+        await self.env.store.set_agent_status(self.spec.name, "running")
 
     def _mail_waiting(self) -> bool:
         self._waiting = self._take_mail()

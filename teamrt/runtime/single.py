@@ -12,7 +12,7 @@ from ..agents import AgentDefinition, load_definitions
 from ..mailbox import Inbox, Mailbox
 from ..models import lookup, open_model, with_overrides
 from ..settings import load_settings
-from ..store import create_store
+from ..store import Store, create_store
 from ..tools.base import ToolContext
 from ..tools.permissions import Permissions
 from ..tools.registry import builtin_tools
@@ -27,13 +27,28 @@ class UnknownAgent(ValueError):
 
 
 @dataclass(frozen=True)
-class SingleRun:
+class RunSummary:
     run_id: str
     outcome: Outcome
     input_tokens: int
     cache_read_tokens: int
     output_tokens: int
     cost_usd: float
+    agents: int
+
+
+def summarise(run_id: str, outcome: Outcome, store: Store) -> RunSummary:
+    """The figures ``teamrt run`` prints, read back from the store."""
+    usage = store.reader.run().usage
+    return RunSummary(
+        run_id,
+        outcome,
+        usage.input_tokens + usage.cache_creation_tokens,
+        usage.cache_read_tokens,
+        usage.output_tokens,
+        usage.cost_usd,
+        len(store.reader.agents()),
+    )
 
 
 def pick_definition(project: Path, name: str) -> AgentDefinition:
@@ -54,7 +69,7 @@ async def run_single(
     budget_tokens: int | None = None,
     budget_usd: float | None = None,
     echo: bool = True,
-) -> SingleRun:
+) -> RunSummary:
     definition = pick_definition(project, agent)
     settings = load_settings()
     model_name = model  # --model decides: an agent file's model never turns offline sim into Claude
@@ -105,20 +120,12 @@ async def run_single(
         )
         outcome = await AgentLoop(spec, env, epoch=epoch).run(prompt)
         await store.set_run_status(outcome.status, outcome.reason)
-        usage = store.reader.run().usage
+        return summarise(run_id, outcome, store)
     finally:
         await chat.aclose()
         inbox.close()
         mailbox.close()
         store.close()
-    return SingleRun(
-        run_id,
-        outcome,
-        usage.input_tokens + usage.cache_creation_tokens,
-        usage.cache_read_tokens,
-        usage.output_tokens,
-        usage.cost_usd,
-    )
 
 
 def _echo(text: str) -> None:

@@ -49,6 +49,8 @@ class SimCall:
     fault: str | None
     cache_read: int = 0
     cache_creation: int = 0
+    at: float = 0.0
+    """``time.monotonic()`` when the request was handled."""
 
 
 class SimServer:
@@ -60,6 +62,7 @@ class SimServer:
         *,
         default: Policy = echo,
         clock: Callable[[], float] = time.monotonic,
+        record: bool = False,
     ) -> None:
         self.policies: dict[str, Policy] = dict(policies or {})
         self.default = default
@@ -68,6 +71,9 @@ class SimServer:
         self.ledger = CacheLedger()
         self.calls: list[SimCall] = []
         self.policy_errors: list[str] = []
+        self.record = record
+        self.bodies: list[tuple[str, bytes]] = []
+        """With ``record``: (agent, request body) of every ``/v1/messages`` request, as received."""
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._http = LoopbackServer(self._handle, name="teamrt-sim")
@@ -114,14 +120,17 @@ class SimServer:
     ) -> None:
         agent = request.headers.get("teamrt-agent", "")
         role = request.headers.get("teamrt-role", "")
+        if self.record:
+            self.bodies.append((agent, request.body))
         streamed = bool(params.get("stream"))
         fault = self.faults.take(agent)
 
         def log(status: int, outcome: CacheOutcome | None = None) -> None:
             read, created = (outcome.cache_read, outcome.cache_creation) if outcome else (0, 0)
             call = SimCall(
-                agent, role, params["model"], streamed, status, fault.kind if fault else None, read, created
-            )
+                agent, role, params["model"], streamed, status, fault.kind if fault else None, read, created,
+                time.monotonic(),
+            )  # fmt: skip
             with self._lock:
                 self.calls.append(call)
 

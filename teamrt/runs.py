@@ -1,0 +1,361 @@
+"""What ``teamrt ls``, ``show``, ``send`` and ``stop`` do: read runs from their stores, act by mail.
+
+Reads go through the store's read-only reader; the only writes are mail
+(DESIGN.md, Data flow 6: an onlooker acts by sending mail). A run recorded
+as running whose owner is gone, or whose heartbeat is stale, is *crashed*.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from .mailbox import Mailbox, Message, is_name
+from .mailbox.message import preview
+from .store import (
+    AgentRecord,
+    RunNotFound,
+    RunRecord,
+    StoreError,
+    StoreReader,
+    TaskRecord,
+    TurnRecord,
+    Usage,
+    open_reader,
+    owner_alive,
+)
+
+CRASHED = "crashed"
+LIVE_AGENT = ("pending", "running", "idle", "merging")
+SUPERVISOR = "supervisor"  # the mailbox the run's supervisor reads its control mail from
+USER = "user"  # the sender of everything typed at the command line
+MAILBOX_DIR = "mailbox"
+SPILL_DIR = "spill"
+SUMMARY_CHARS = 80
+TASK_CHARS = 50
+SHOWN_LINES = 6  # of an answer or a task in ``show``
+LINE_CHARS = 160
+
+
+class RunsError(Exception):
+    """A request about a run that cannot be met; its text is one line for the user."""
+
+
+def run_status(run: RunRecord) -> str:
+    """The status a user sees: the stored one, or ``crashed`` for a running run with no live owner."""
+    if run.status == "running" and not owner_alive(run):
+        return CRASHED
+    return run.status
+
+
+@contextmanager
+def reading(run_dir: Path, run_id: str) -> Iterator[StoreReader]:
+    """The run's reader, closed afterwards. Store errors pass; a damaged file raises RunsError."""
+    try:
+        reader = open_reader(run_dir, run_id)
+        try:
+            yield reader
+        finally:
+            reader.close()
+    except SQLAlchemyError as e:
+        reason = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else type(e).__name__
+        raise RunsError(f"cannot read the store of run {run_id!r}: {reason}") from None
+
+
+# -- ls ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One line of ``teamrt ls``; ``problem`` says why a run could not be read."""
+
+    id: str
+    started: float  # the run's start, or its directory's mtime when it could not be read
+    status: str = "?"
+    task: str = ""
+    agents: int = 0
+    running: int = 0
+    usage: Usage = field(default_factory=Usage)
+    problem: str | None = None
+
+
+def list_runs(runs_dir: Path) -> list[RunSummary]:
+    """Every run directory under ``runs_dir``, newest first; an unreadable one carries its problem."""
+    if not runs_dir.is_dir():
+        return []
+    found = [
+        summarize(Path(entry.path))
+        for entry in os.scandir(runs_dir)
+        if is_name(entry.name) and entry.is_dir(follow_symlinks=False)
+    ]
+    return sorted(found, key=lambda s: (s.started, s.id), reverse=True)
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    run_id = run_dir.name
+    try:
+        with reading(run_dir, run_id) as reader:
+            run = reader.run()
+            agents = reader.agents()
+    except RunNotFound:
+        return RunSummary(run_id, _mtime(run_dir), problem="no run store here (run.db missing or empty)")
+    except (StoreError, RunsError, OSError) as e:
+        return RunSummary(run_id, _mtime(run_dir), problem=str(e))
+    status = run_status(run)
+    running = sum(a.status == "running" for a in agents) if status == "running" else 0
+    return RunSummary(run_id, run.created_at, status, run.task, len(agents), running, run.usage)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = None) -> list[str]:
+    if not summaries:
+        return [f"no runs yet in {runs_dir}; start one with: teamrt run --prompt '...'"]
+    now = time.time() if now is None else now
+    rows = [("RUN", "STATUS", "AGE", "AGENTS", "COST", "TOKENS", "TASK")]
+    for s in summaries:
+        age = age_text(now - s.started)
+        if s.problem is not None:
+            rows.append((s.id, s.status, age, "", "", "", s.problem))
+            continue
+        agents = f"{s.agents}, {s.running} running" if s.running else str(s.agents)
+        task = _clip((s.task.strip().splitlines() or [""])[0], TASK_CHARS)
+        rows.append(
+            (s.id, s.status, age, agents, f"${s.usage.cost_usd:.4f}", f"{s.usage.total_tokens:,}", task)
+        )
+    return _table(rows, right=(4, 5))
+
+
+# -- show ----------------------------------------------------------------------
+
+
+def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[str]:
+    """The run's header, its agent tree, each agent's last answer and the task list."""
+    now = time.time() if now is None else now
+    with reading(run_dir, run_id) as reader:
+        run = reader.run()
+        agents = reader.agents()
+        turns = {a.name: reader.turns(a.name) for a in agents}
+        tasks = reader.tasks()
+    status = run_status(run)
+    lines = _header(run, status, now)
+    tree = _tree(agents)
+    if not tree:
+        return [*lines, "", "agents: none yet"]
+    lines += ["", "agents", *_agent_table(tree, turns, crashed=status == CRASHED), "", "answers"]
+    for agent, _ in tree:
+        text = _answer(turns[agent.name])
+        lines.append(f"  {agent.name}:" + ("" if text else " (no answer yet)"))
+        lines += [f"    {line}" for line in _first_lines(text)]
+    if tasks:
+        lines += ["", "tasks", *_task_table(tasks)]
+    return lines
+
+
+def _header(run: RunRecord, status: str, now: float) -> list[str]:
+    said = status + (f": {run.status_reason}" if run.status_reason else "")
+    if status == CRASHED:
+        beat = f"last heartbeat {age_text(now - run.heartbeat_at)} ago" if run.heartbeat_at else "no owner"
+        said = f"crashed ({beat}); resume it with teamrt resume {run.id}"
+    end = run.finished_at or (run.heartbeat_at if status == CRASHED else None) or now
+    ran = ("running for " if status == "running" else "ran ") + duration_text(end - run.created_at)
+    started = datetime.fromtimestamp(run.created_at).strftime("%Y-%m-%d %H:%M:%S")
+    task = _first_lines(run.task) or ["(none)"]
+    u = run.usage
+    prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
+    share = u.cache_read_tokens / prompt if prompt else 0.0
+    lines = [
+        f"run {run.id}: {said}",
+        f"task     {task[0]}",
+        *(f"         {line}" for line in task[1:]),
+        f"workdir  {run.workdir}",
+        f"started  {started} ({age_text(now - run.created_at)} ago); {ran}",
+        f"tokens   {prompt:,} in ({share:.0%} read from cache), {u.output_tokens:,} out",
+    ]
+    budgets = [f"${run.budget_usd:.4f}"] if run.budget_usd is not None else []
+    budgets += [f"{run.budget_tokens:,} tokens"] if run.budget_tokens is not None else []
+    lines.append(f"cost     ${u.cost_usd:.4f}" + (f" (budget {', '.join(budgets)})" if budgets else ""))
+    return lines
+
+
+def _tree(agents: list[AgentRecord]) -> list[tuple[AgentRecord, int]]:
+    """Agents depth-first from each root, with their depth; one whose parent is unknown is a root."""
+    names = {a.name for a in agents}
+    children: dict[str | None, list[AgentRecord]] = {}
+    for a in agents:
+        children.setdefault(a.parent if a.parent in names else None, []).append(a)
+    out: list[tuple[AgentRecord, int]] = []
+    stack = [(a, 0) for a in reversed(children.get(None, []))]
+    while stack:
+        agent, depth = stack.pop()
+        out.append((agent, depth))
+        stack += [(c, depth + 1) for c in reversed(children.get(agent.name, []))]
+    return out
+
+
+def _agent_table(
+    tree: list[tuple[AgentRecord, int]], turns: dict[str, list[TurnRecord]], *, crashed: bool
+) -> list[str]:
+    rows = [("NAME", "KIND", "ROLE", "MODEL", "EPOCH", "TURNS", "TOKENS", "COST", "STATUS")]
+    for a, depth in tree:
+        status = a.status + (f": {a.status_reason}" if a.status_reason else "")
+        if crashed and a.status in LIVE_AGENT:
+            status += " when the run crashed"
+        model_turns = sum(t.role == "assistant" for t in turns[a.name])
+        rows.append(
+            (
+                "  " * depth + a.name,
+                a.kind,
+                a.role or "-",
+                a.model,
+                str(a.epoch),
+                str(model_turns),
+                f"{a.usage.total_tokens:,}",
+                f"${a.usage.cost_usd:.4f}",
+                status,
+            )
+        )
+    return [f"  {line}" for line in _table(rows, right=(4, 5, 6, 7))]
+
+
+def _answer(turns: list[TurnRecord]) -> str:
+    """The text of the agent's last assistant turn ("" when it has none)."""
+    for turn in reversed(turns):
+        if turn.role == "assistant":
+            return "\n".join(_texts(turn.content)).strip()
+    return ""
+
+
+def _texts(content: list[Any]) -> Iterator[str]:
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            yield block["text"]
+
+
+def _task_table(tasks: list[TaskRecord]) -> list[str]:
+    rows = [("ID", "STATUS", "OWNER", "SUBJECT", "BLOCKED BY")]
+    for task in tasks:
+        blocked = ", ".join(f"#{b}" for b in task.blocked_by)
+        rows.append((f"#{task.id}", task.status, task.owner or "-", _clip(task.subject, 60), blocked))
+    return [f"  {line}" for line in _table(rows)]
+
+
+# -- send and stop -------------------------------------------------------------
+
+
+def send(run_dir: Path, run_id: str, agent: str, text: str) -> tuple[Message, str]:
+    """Deliver ``text`` from the user into ``agent``'s mailbox; returns it and the run's status."""
+    if not text.strip():
+        raise RunsError("the message is empty; nothing was sent")
+    with reading(run_dir, run_id) as reader:
+        status = run_status(reader.run())
+        names = [a.name for a in reader.agents()]
+    if agent not in names:
+        raise RunsError(_no_agent(run_id, agent, names))
+    root = run_dir / MAILBOX_DIR
+    if not (root / agent).is_dir():
+        raise RunsError(f"agent {agent!r} of run {run_id!r} has no mailbox at {root / agent}")
+    with Mailbox(root, run_id, spill_dir=run_dir / SPILL_DIR) as mailbox:
+        msg = mailbox.post(sender=USER, recipient=agent, body=text, summary=preview(text, SUMMARY_CHARS))
+    return msg, status
+
+
+def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Message, bool]:
+    """Ask the run's supervisor to stop the run, or one agent, by a ``control`` message.
+
+    Refused unless the run is live. Returns the message and whether the
+    supervisor's mailbox had to be created (then no supervisor has read it yet).
+    """
+    with reading(run_dir, run_id) as reader:
+        run = reader.run()
+        agents = {a.name: a for a in reader.agents()}
+    status = run_status(run)
+    if status == CRASHED:
+        raise RunsError(f"run {run_id!r} crashed; resume it with teamrt resume {run_id}")
+    if status != "running":
+        raise RunsError(f"run {run_id!r} is {status}; there is nothing to stop")
+    if agent is not None:
+        record = agents.get(agent)
+        if record is None:
+            raise RunsError(_no_agent(run_id, agent, list(agents)))
+        if record.status not in LIVE_AGENT:
+            raise RunsError(f"agent {agent!r} of run {run_id!r} is {record.status}; there is nothing to stop")
+    root = run_dir / MAILBOX_DIR
+    created = not (root / SUPERVISOR).is_dir()
+    with Mailbox(root, run_id) as mailbox:
+        if created:
+            mailbox.register(SUPERVISOR)
+        msg = mailbox.post(
+            sender=USER,
+            recipient=SUPERVISOR,
+            kind="control",
+            body=f"stop agent {agent}" if agent else "stop the run",
+            data={"action": "stop", "agent": agent},
+        )
+    return msg, created
+
+
+def _no_agent(run_id: str, agent: str, names: list[str]) -> str:
+    known = ", ".join(sorted(names)) or "none yet"
+    return f"no agent named {_clip(agent, 40)!r} in run {run_id!r} (its agents: {known})"
+
+
+# -- text ----------------------------------------------------------------------
+
+
+def age_text(seconds: float) -> str:
+    """``42s``, ``3m``, ``2h``, ``4d``: the largest whole unit."""
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def duration_text(seconds: float) -> str:
+    """``12s``, ``3m 12s``, ``2h 05m``, ``4d 3h``: two units at most."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _first_lines(text: str) -> list[str]:
+    lines = [_clip(line, LINE_CHARS) for line in text.strip().splitlines()]
+    if len(lines) > SHOWN_LINES:
+        return [*lines[:SHOWN_LINES], f"... ({len(lines) - SHOWN_LINES} more lines)"]
+    return lines
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
+    """Rows as aligned columns (``right`` ones right-aligned); the last column is never padded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row[:-1], widths, strict=True))
+        ]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return lines

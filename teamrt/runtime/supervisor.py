@@ -1,0 +1,382 @@
+"""The supervisor: one run's agents as asyncio tasks in this process.
+
+It starts the lead, creates children when an agent calls ``spawn_agent``
+(within the team's limits on depth and numbers), gives each start an epoch,
+delivers every child's final answer to its parent (as the tool's result when
+the parent waits, else as a ``result`` mail), answers permission asks by the
+run's policy, and stops the remaining teammates when the lead ends.
+
+Forks: the children of one spawn get the parent's system prompt and tools
+list unchanged, its messages up to and including the spawning assistant
+turn, and the same placeholder result for every call of that turn; only
+their directive differs, so they share one prompt-cache entry. A fork may
+not spawn (its tools list stays its parent's, or the cache is lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agents import AgentDefinition
+from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
+from ..models import Model, lookup, open_model, with_overrides
+from ..models.types import Block
+from ..settings import Settings
+from ..store import Store, TaskUnavailable
+from ..tools.base import Tool, ToolContext, ToolError
+from ..tools.permissions import Permissions
+from ..tools.registry import builtin_tools
+from ..tools.team import describe_tasks, team_tools
+from .agent import AgentEnv, AgentSpec, Outcome
+from .asking import policy_asker
+from .budget import Budget
+from .history import rebuild, unanswered_calls
+from .loop import AgentLoop
+from .teamfile import RoleSpec, TeamFile
+
+MAX_RESTARTS = 2
+RESTART_BACKOFF_S = 0.2
+FORK_PLACEHOLDER = "Forked: you are one of the children this call started. Your directive follows."
+SUPERVISOR = "supervisor"
+
+
+@dataclass
+class Member:
+    name: str
+    kind: str
+    parent: str | None
+    depth: int
+    loop: AgentLoop
+    inbox: Inbox
+    done: asyncio.Future[Outcome] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    task: asyncio.Task[None] | None = None
+    busy: bool = True
+    """Working or about to (mail delivered); False while it idles. A parent waits while a child is busy."""
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        run_dir: Path,
+        team: TeamFile,
+        definitions: dict[str, AgentDefinition],
+        project: Path,
+        settings: Settings,
+        sim: Any = None,
+    ) -> None:
+        self.store = store
+        self.run_dir = run_dir
+        self.team = team
+        self.definitions = definitions
+        self.project = project
+        self.settings = settings
+        self._sim = sim
+        self._prices = with_overrides(settings.prices)
+        self.mailbox = Mailbox(run_dir / "mailbox", store.run_id, spill_dir=run_dir / "spill")
+        self.mailbox.register(SUPERVISOR)
+        self.watcher = open_watcher()
+        self.members: dict[str, Member] = {}
+        self.models: dict[str, Model] = {}
+        self.run_budget = Budget("run", team.budget_tokens, team.budget_usd)
+        self.asker = policy_asker(team.on_ask)
+        self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self)}
+        self._slots = asyncio.Semaphore(team.max_concurrent)
+        self._serial = itertools.count(1)
+
+    # -- the run ---------------------------------------------------------------
+
+    async def run(self, prompt: str) -> Outcome:
+        """Run the lead on ``prompt`` to its end; then stop whoever is left."""
+        control = asyncio.create_task(self._control())
+        try:
+            lead = await self._add(self.team.lead, "lead", kind="lead", parent=None, depth=0)
+            self._start(lead, prompt)
+            outcome = await lead.done
+            for member in list(self.members.values()):
+                if not member.done.done():
+                    member.loop.stop("the run ended")
+            await asyncio.gather(*(m.done for m in self.members.values()), return_exceptions=True)
+            await self.store.set_run_status(outcome.status, outcome.reason)
+            return outcome
+        finally:
+            control.cancel()
+            for member in self.members.values():
+                member.inbox.close()
+            for model in self.models.values():
+                await model.aclose()
+            self.watcher.close()
+            self.mailbox.close()
+
+    async def _control(self) -> None:
+        """Act on control mail to ``supervisor`` (``teamrt stop``)."""
+        async with Inbox(self.mailbox, SUPERVISOR, watcher=self.watcher) as inbox:
+            async for msg in inbox:
+                await self.store.append_event("control", {"from": msg.sender, "data": msg.data})
+                if msg.kind == "control" and msg.data.get("action") == "stop":
+                    target = msg.data.get("agent")
+                    for member in self.members.values():
+                        if target in (None, member.name) and not member.done.done():
+                            member.loop.stop(f"stopped by {msg.sender}")
+                inbox.ack(msg)
+
+    def model(self, name: str) -> Model:
+        """One client per model name, shared by the agents that use it."""
+        if name not in self.models:
+            self.models[name] = open_model(name, settings=self.settings, sim=self._sim)
+        return self.models[name]
+
+    # -- agents ----------------------------------------------------------------
+
+    async def _add(
+        self,
+        role: RoleSpec,
+        name: str,
+        *,
+        kind: str,
+        parent: str | None,
+        depth: int,
+        fork_of: Member | None = None,
+    ) -> Member:
+        definition = self.definitions[role.agent]
+        model_name = fork_of.loop.spec.model_name if fork_of else (role.model or self.team.model)
+        budget = Budget(f"agent {name}", role.budget_tokens, role.budget_usd)
+        await self.store.add_agent(
+            name,
+            kind=kind,
+            model=model_name,
+            parent=parent,
+            role=role.name,
+            definition=dataclasses.asdict(definition),
+            workspace=str(self.project),
+            budget_tokens=role.budget_tokens,
+            budget_usd=role.budget_usd,
+        )
+        epoch = await self.store.begin_epoch(name)
+        self.mailbox.register(name)
+        inbox = Inbox(self.mailbox, name, watcher=self.watcher)
+        if fork_of is not None:
+            spec = dataclasses.replace(fork_of.loop.spec, name=name, role=role.name, persistent=False)
+        else:
+            spec = AgentSpec(
+                name=name,
+                model=self.model(model_name),
+                model_name=model_name,
+                system=definition.prompt,
+                tools=self._tools_for(definition),
+                permissions=self._permissions(role, definition),
+                info=lookup(model_name, self._prices),
+                role=role.name,
+                max_turns=role.max_turns or definition.max_turns,
+                persistent=kind == "team",
+            )
+        env = AgentEnv(
+            store=self.store,
+            tools=ToolContext(
+                workspace=self.project, run_dir=self.run_dir, extra_roots=(self.run_dir / "spill",)
+            ),
+            spill_dir=self.run_dir / "spill",
+            asker=self.asker,
+            budgets=[budget, self.run_budget],
+            inbox=inbox,
+            keep_waiting=lambda: any(
+                m.parent == name and m.busy and not m.done.done() for m in self.members.values()
+            ),
+            on_idle=lambda idle: self._set_busy(name, not idle),
+        )
+        messages = list(fork_of.loop.messages) if fork_of else None
+        if messages:
+            await self.store.append_turn(name, epoch=epoch, role="compaction", content=messages)
+        member = Member(
+            name, kind, parent, depth, AgentLoop(spec, env, epoch=epoch, messages=messages), inbox
+        )
+        self.members[name] = member
+        return member
+
+    def _set_busy(self, name: str, busy: bool) -> None:
+        """Track who is working; a parent idling on its children hears when one idles."""
+        member = self.members[name]
+        member.busy = busy
+        parent = self.members.get(member.parent or "")
+        if not busy and parent is not None and not parent.busy and not parent.done.done():
+            self.send(SUPERVISOR, parent.name, f"{name} is idle.", kind="control", summary=f"{name} idle")
+
+    def _tools_for(self, definition: AgentDefinition) -> dict[str, Tool]:
+        names = [
+            n
+            for n in self.tools
+            if definition.tools is None or n in definition.tools or n in team_tools(self)
+        ]
+        return {n: self.tools[n] for n in names if n not in definition.disallowed_tools}
+
+    def _permissions(self, role: RoleSpec, definition: AgentDefinition) -> Permissions:
+        mode = role.permission_mode or definition.permission_mode or "default"
+        allow = [*self.team.allow, *team_tools(self)]  # coordination is allowed unless a rule denies it
+        return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask)
+
+    def _start(self, member: Member, task: str | list[Block] | None) -> None:
+        async def main() -> None:
+            if member.kind == "lead":
+                outcome = await self._run_with_restarts(member, task)
+            else:
+                async with self._slots:
+                    outcome = await self._run_with_restarts(member, task)
+            member.busy = False
+            member.done.set_result(outcome)
+
+        member.task = asyncio.create_task(main(), name=f"agent {member.name}")
+
+    async def _run_with_restarts(self, member: Member, task: str | list[Block] | None) -> Outcome:
+        """Run the agent; one that raises (a bug in a tool, say) is restarted from its last kept
+        turn under a new epoch, at most ``MAX_RESTARTS`` times, then marked failed."""
+        for attempt in range(MAX_RESTARTS + 1):
+            try:
+                return await member.loop.run(task)
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"
+                await self.store.append_event(
+                    "agent.raised", {"error": why, "attempt": attempt + 1}, agent=member.name
+                )
+                if attempt == MAX_RESTARTS:
+                    reason = f"failed after {MAX_RESTARTS} restarts: {why}"
+                    await self.store.set_agent_status(member.name, "failed", reason)
+                    return Outcome("failed", "", member.loop.turns, reason)
+                await asyncio.sleep(RESTART_BACKOFF_S * 2**attempt)
+                task = await self._restart(member, why)
+        raise AssertionError("unreachable")
+
+    async def _restart(self, member: Member, why: str) -> list[Block] | None:
+        """A fresh loop for ``member`` from its kept turns; calls left without a result get an error."""
+        epoch = await self.store.begin_epoch(member.name)
+        messages = rebuild(self.store.reader.turns(member.name))
+        results: list[Block] = []
+        for call in unanswered_calls(messages):
+            text = f"the call failed ({why}); you were restarted, and it did not finish"
+            results.append(
+                {"type": "tool_result", "tool_use_id": call["id"], "content": text, "is_error": True}
+            )
+            await self.store.move_tool_call(call["id"], "interrupted")
+        old = member.loop
+        member.loop = AgentLoop(old.spec, old.env, epoch=epoch, messages=messages)
+        return results or None
+
+    def _name(self, base: str) -> str:
+        name = base
+        while name in self.members:
+            name = f"{base}-{next(self._serial)}"
+        return name
+
+    # -- the Team protocol (the team tools call these) --------------------------------
+
+    async def spawn(
+        self, parent: str, *, kind: str, role: str | None, directives: list[str], wait: bool
+    ) -> str:
+        caller = self.members[parent]
+        if caller.kind == "fork":
+            raise ToolError("a fork cannot spawn agents; report back to your parent instead")
+        if caller.depth + 1 > self.team.max_depth:
+            raise ToolError(
+                f"agents may nest {self.team.max_depth} deep; {parent} is at depth {caller.depth}"
+            )
+        if len(self.members) + len(directives) > self.team.max_agents:
+            raise ToolError(f"the run may have {self.team.max_agents} agents; it has {len(self.members)}")
+        if kind == "team":
+            if role is None or role not in self.team.roles:
+                raise ToolError(f"role must be one of: {', '.join(sorted(self.team.roles)) or '(none)'}")
+            spec_role = self.team.roles[role]
+        else:
+            spec_role = dataclasses.replace(self.team.lead, name="fork", agent=self.team.lead.agent)
+        children = []
+        for directive in directives:
+            name = self._name(f"{parent}-fork" if kind == "fork" else role or "mate")
+            child = await self._add(
+                spec_role, name, kind=kind, parent=parent, depth=caller.depth + 1,
+                fork_of=caller if kind == "fork" else None,
+            )  # fmt: skip
+            children.append((child, directive))
+        for child, directive in children:
+            self._start(child, self._first_turn(caller, child, directive))
+            if not wait:
+                child.done.add_done_callback(functools.partial(self._report, child))
+        await self.store.append_event(
+            "spawn", {"kind": kind, "children": [c.name for c, _ in children]}, agent=parent
+        )
+        if not wait:
+            return f"started {', '.join(c.name for c, _ in children)}; each result will arrive as mail"
+        outcomes = await asyncio.gather(*(c.done for c, _ in children))
+        return "\n\n".join(
+            f"## {c.name}: {o.status}"
+            + (f" ({o.reason})" if o.reason else "")
+            + f"\n{o.answer or '(no answer)'}"
+            for (c, _), o in zip(children, outcomes, strict=True)
+        )
+
+    def _first_turn(self, parent: Member, child: Member, directive: str) -> str | list[Block]:
+        if child.kind != "fork":
+            return directive
+        calls = [b for b in parent.loop.messages[-1]["content"] if b.get("type") == "tool_use"]
+        placeholders: list[Block] = [
+            {"type": "tool_result", "tool_use_id": c["id"], "content": FORK_PLACEHOLDER} for c in calls
+        ]
+        return [*placeholders, {"type": "text", "text": directive}]
+
+    def _report(self, child: Member, done: asyncio.Future[Outcome]) -> None:
+        """A background child's final answer, as a ``result`` mail to its parent."""
+        outcome = done.result()
+        if child.parent is None or child.parent not in self.members:
+            return
+        body = outcome.answer or f"(no answer; {outcome.status}: {outcome.reason})"
+        data = {"status": outcome.status, "reason": outcome.reason, "epoch": child.loop.epoch}
+        self.mailbox.post(
+            sender=child.name, recipient=child.parent, body=body, kind="result",
+            summary=f"{child.name} {outcome.status}", data=data, epoch=child.loop.epoch,
+        )  # fmt: skip
+
+    def send(self, sender: str, to: str, body: str, *, kind: str = "message", summary: str = "",
+             data: dict[str, Any] | None = None) -> str:  # fmt: skip
+        epoch = self.members[sender].loop.epoch if sender in self.members else 0
+        if to in self.members:
+            self.members[to].busy = True  # before delivery: its parent must not end in between
+        try:
+            msg = self.mailbox.post(
+                sender=sender, recipient=to, body=body, kind=kind, summary=summary or body[:80],
+                data=data or {}, epoch=epoch,
+            )  # fmt: skip
+        except MailboxError as e:
+            known = ", ".join(sorted(n for n in self.members if n != sender))
+            raise ToolError(f"{e}; the team is: {known}") from e
+        return f"delivered {msg.id} to {to}"
+
+    def broadcast(self, sender: str, body: str, summary: str) -> list[str]:
+        others = [n for n, m in self.members.items() if n != sender and not m.done.done()]
+        for name in others:
+            self.send(sender, name, body, summary=summary)
+        return others
+
+    async def create_task(self, agent: str, subject: str, description: str, blocked_by: list[int]) -> str:
+        task = await self.store.create_task(subject, description, created_by=agent, blocked_by=blocked_by)
+        return f"created task {task.id}: {task.subject}"
+
+    async def claim_task(self, agent: str, task_id: int) -> str:
+        try:
+            task = await self.store.claim_task(task_id, agent)
+        except TaskUnavailable as e:
+            raise ToolError(str(e)) from e
+        return f"you hold task {task.id}: {task.subject}\n{task.description}"
+
+    async def update_task(self, agent: str, task_id: int, status: str) -> str:
+        task = await self.store.update_task(task_id, status, by=agent)
+        return f"task {task.id} is {task.status}"
+
+    def list_tasks(self) -> str:
+        return describe_tasks(self.store.reader.tasks())
+
+    def accept_shutdown(self, agent: str, reason: str) -> None:
+        self.members[agent].loop.finish_after_turn(reason)

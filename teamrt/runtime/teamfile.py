@@ -1,0 +1,340 @@
+"""Team files: a lead, the roles it may spawn, their models, budgets, limits and permission rules.
+
+A team file is TOML. Every section and key is optional; an empty file is a
+lead alone on ``sim``. A full example::
+
+    [team]
+    name = "research"             # default: the file's name without .toml
+    model = "sim"                 # every role's model unless it names one (default "sim")
+    prompt = "Survey this repository and write REPORT.md"   # the default task; --prompt overrides it
+    on_ask = "deny"               # who answers a permission ask no human answers: deny | allow
+    budget_usd = 2.0              # the whole run
+    budget_tokens = 2_000_000
+    max_depth = 3                 # 1..3: how deep spawning nests below the lead (default 3)
+    max_agents = 20               # agents in the run in all, the lead included (default 20)
+    max_concurrent = 8            # agents running at once (default 8, or max_agents if that is less)
+
+    [lead]                        # the same keys as a role
+    agent = "lead"                # the agent definition (default "lead")
+    max_turns = 40
+
+    [roles.researcher]            # the lead spawns by role name; agent defaults to the role name
+    model = "sim"                 # default: [team] model
+    budget_usd = 0.5              # each agent of this role
+    budget_tokens = 500_000
+    max_turns = 30
+
+    [roles.critic]
+    agent = "reviewer"
+    permission_mode = "plan"      # default | acceptEdits | plan | bypassPermissions (default: the agent's)
+
+    [permissions]                 # rules for every agent, as in Claude Code's settings
+    allow = ["Bash(pytest:*)", "Read"]
+    deny = ["Bash(rm:*)"]
+    ask = []
+
+    [merge]
+    gates = ["pytest -q"]         # run on the integration branch before a worktree branch is merged
+    integration_branch = "teamrt/integration"   # default: teamrt/<run>
+
+Agents are looked up in ``load_definitions(project)``. A role may not be named
+``lead``, and role names become parts of agent names, so they follow the
+mailbox's name rule. A team on ``sim`` stays offline: its roles may only name
+``sim`` models, so a file written for the simulator never spends money by a
+stray role (a team on a Claude model may still put a role on ``sim``).
+
+Anything unknown or mistyped is an error, one line naming the file: a typo
+must not be ignored silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agents import load_definitions
+from ..mailbox import is_name
+from ..models.registry import is_sim
+from ..tools.permissions import Mode, Rule, RuleError
+
+MAX_DEPTH = 3  # the deepest spawns may nest below the lead (depth 0)
+LEAD = "lead"
+ON_ASK = ("deny", "allow")
+
+TEAM_KEYS = (
+    "name",
+    "model",
+    "prompt",
+    "on_ask",
+    "budget_tokens",
+    "budget_usd",
+    "max_depth",
+    "max_agents",
+    "max_concurrent",
+)
+ROLE_KEYS = ("agent", "model", "budget_tokens", "budget_usd", "max_turns", "permission_mode")
+PERMISSION_KEYS = ("allow", "deny", "ask")
+MERGE_KEYS = ("gates", "integration_branch")
+SECTIONS = ("team", "lead", "roles", "permissions", "merge")
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    name: str
+    """The role name the lead spawns by (``reviewer``); ``lead`` for the lead."""
+    agent: str
+    """The agent definition it uses."""
+    model: str | None
+    """None: the team's model."""
+    budget_tokens: int | None
+    budget_usd: float | None
+    max_turns: int | None
+    permission_mode: str | None
+    """None: the definition's."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeamFile:
+    path: Path
+    name: str
+    lead: RoleSpec
+    roles: dict[str, RoleSpec] = field(default_factory=dict)
+    """The roles the lead may spawn, the lead not included."""
+    prompt: str | None = None
+    """The default task, overridden by ``--prompt``."""
+    model: str = "sim"
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
+    max_depth: int = MAX_DEPTH
+    max_agents: int = 20
+    max_concurrent: int = 8
+    on_ask: str = "deny"
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    gates: tuple[str, ...] = ()
+    """Merge-gate commands run for worktree agents' branches."""
+    integration_branch: str | None = None
+    """None: ``teamrt/<run>``."""
+
+
+class TeamFileError(ValueError):
+    """A team file that cannot be used; the message is one line, ``<path>: <problem>``."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}".replace("\r", "\\r").replace("\n", "\\n"))
+
+
+def load_team_file(path: Path, *, project: Path) -> TeamFile:
+    """The team file at ``path``, its agents looked up among ``project``'s definitions.
+
+    Raises ``TeamFileError``, or ``DefinitionError`` when an agent definition file is broken.
+    """
+    raw = _parse(path)
+    unknown = [key for key in raw if key not in SECTIONS]
+    if unknown:
+        raise TeamFileError(path, f"unknown {_listing(unknown, 'section')}{_hint(unknown, SECTIONS)}")
+    team = _Table(path, "team", raw.get("team", {}), TEAM_KEYS)
+    model = team.text("model") or "sim"
+    lead = _role(path, LEAD, "lead", raw.get("lead", {}))
+    roles = {name: _role(path, name, f"roles.{name}", table) for name, table in _roles(path, raw).items()}
+    for role in (lead, *roles.values()):
+        if is_sim(model) and role.model is not None and not is_sim(role.model):
+            raise TeamFileError(
+                path,
+                f"[{_label(role)}] model {role.model!r} is not a sim model, and the team runs on {model!r};"
+                " set [team] model to a Claude model to mix models",
+            )
+    settings: dict[str, Any] = {
+        "prompt": team.text("prompt", multiline=True),
+        "on_ask": team.choice("on_ask", ON_ASK),
+        "budget_tokens": team.count("budget_tokens"),
+        "budget_usd": team.dollars("budget_usd"),
+        "max_depth": team.count("max_depth", most=MAX_DEPTH),
+        "max_agents": team.count("max_agents"),
+        "max_concurrent": team.count("max_concurrent"),
+    }
+    permissions = _Table(path, "permissions", raw.get("permissions", {}), PERMISSION_KEYS)
+    for kind in PERMISSION_KEYS:
+        settings[kind] = permissions.rules(kind)
+    merge = _Table(path, "merge", raw.get("merge", {}), MERGE_KEYS)
+    settings["gates"] = merge.texts("gates")
+    settings["integration_branch"] = merge.branch("integration_branch")
+    team_file = TeamFile(  # an absent key keeps the dataclass's default
+        path=path,
+        name=team.text("name") or path.stem,
+        model=model,
+        lead=lead,
+        roles=roles,
+        **{key: value for key, value in settings.items() if value is not None},
+    )
+    if team_file.max_concurrent > team_file.max_agents:
+        if settings["max_concurrent"] is not None:
+            raise team.error(
+                f"max_concurrent ({team_file.max_concurrent}) exceeds max_agents ({team_file.max_agents})"
+            )
+        team_file = dataclasses.replace(team_file, max_concurrent=team_file.max_agents)  # the default, capped
+
+    definitions = load_definitions(project)
+    for role in (lead, *roles.values()):
+        if role.agent not in definitions:
+            known = ", ".join(sorted(definitions))
+            raise TeamFileError(
+                path, f"[{_label(role)}] agent {role.agent!r} has no definition; known: {known}"
+            )
+    return team_file
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise TeamFileError(path, "no such team file") from None
+    except OSError as exc:
+        raise TeamFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TeamFileError(path, f"not UTF-8 text (byte {exc.start})") from exc
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TeamFileError(path, f"TOML syntax error: {exc}") from exc
+
+
+def _roles(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+    roles = raw.get("roles", {})
+    if not isinstance(roles, dict):
+        raise TeamFileError(path, f"'roles' must be a table of [roles.<name>] sections, not {_show(roles)}")
+    for name in roles:
+        if name == LEAD:
+            raise TeamFileError(
+                path, "[roles.lead]: the lead is not a role it can spawn; configure it in [lead]"
+            )
+        if not is_name(name):
+            raise TeamFileError(
+                path,
+                f"role name {name!r} must be 1-64 of lowercase letters, digits, '-' and '_',"
+                " starting with a letter or digit",
+            )
+    return roles
+
+
+def _role(path: Path, name: str, section: str, value: object) -> RoleSpec:
+    table = _Table(path, section, value, ROLE_KEYS)
+    return RoleSpec(
+        name=name,
+        agent=table.text("agent") or name,
+        model=table.text("model"),
+        budget_tokens=table.count("budget_tokens"),
+        budget_usd=table.dollars("budget_usd"),
+        max_turns=table.count("max_turns"),
+        permission_mode=table.choice("permission_mode", tuple(Mode)),
+    )
+
+
+def _label(role: RoleSpec) -> str:
+    return LEAD if role.name == LEAD else f"roles.{role.name}"
+
+
+class _Table:
+    """One section's table; each getter returns None for a key that is absent."""
+
+    def __init__(self, path: Path, section: str, value: object, keys: tuple[str, ...]) -> None:
+        self.path, self.section = path, section
+        if not isinstance(value, dict):
+            raise TeamFileError(path, f"{section!r} must be a table ([{section}]), not {_show(value)}")
+        unknown = [key for key in value if key not in keys]
+        if unknown:
+            raise self.error(f"unknown {_listing(unknown, 'key')}{_hint(unknown, keys)}")
+        self.values: dict[str, Any] = value
+
+    def error(self, problem: str) -> TeamFileError:
+        return TeamFileError(self.path, f"[{self.section}] {problem}")
+
+    def _wrong(self, key: str, expected: str) -> TeamFileError:
+        return self.error(f"{key} must be {expected}, not {_show(self.values[key])}")
+
+    def text(self, key: str, *, multiline: bool = False) -> str | None:
+        value = self.values.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip() or (not multiline and "\n" in value):
+            raise self._wrong(key, "a non-empty string" if multiline else "a non-empty one-line string")
+        return value.strip()
+
+    def choice(self, key: str, options: tuple[str, ...]) -> str | None:
+        value = self.values.get(key)
+        if value is not None and value not in options:
+            raise self._wrong(key, f"one of {', '.join(options)}")
+        return value
+
+    def count(self, key: str, *, most: int | None = None) -> int | None:
+        value = self.values.get(key)
+        if value is None:
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < 1
+            or (most is not None and value > most)
+        ):
+            raise self._wrong(key, "a positive integer" if most is None else f"an integer from 1 to {most}")
+        return value
+
+    def dollars(self, key: str) -> float | None:
+        value = self.values.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+            raise self._wrong(key, "a positive number of dollars")
+        return float(value)
+
+    def texts(self, key: str) -> tuple[str, ...] | None:
+        value = self.values.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise self._wrong(key, "a list of non-empty strings")
+        return tuple(v.strip() for v in value)
+
+    def rules(self, key: str) -> tuple[str, ...] | None:
+        rules = self.texts(key)
+        for rule in rules or ():
+            try:
+                Rule.parse(rule)
+            except RuleError as exc:
+                raise self.error(f"{key}: {exc}") from exc
+        return rules
+
+    def branch(self, key: str) -> str | None:
+        branch = self.text(key)
+        if branch is not None and not _BRANCH.fullmatch(branch):
+            raise self._wrong(key, "a git branch name")
+        return branch
+
+
+# git check-ref-format's rules, in short: no blanks, controls or ~^:?*[\, no '..', '@{', '//', '/.',
+# no leading '-', '.' or '/', and no trailing '/', '.' or '.lock'.
+_BRANCH = re.compile(r"(?![-./])(?!.*(?:\.\.|@\{|//|/\.))[^\x00-\x20\x7f~^:?*\[\\]+(?<![/.])(?<!\.lock)")
+
+
+def _listing(names: list[str], what: str) -> str:
+    return f"{what}{'s' if len(names) > 1 else ''} {', '.join(repr(name) for name in names)}"
+
+
+def _hint(unknown: list[str], known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(unknown[0], known, n=1)
+    suggestion = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{suggestion}; known: {', '.join(known)}"
+
+
+def _show(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

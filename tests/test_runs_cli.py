@@ -1,0 +1,332 @@
+"""``teamrt ls``, ``show``, ``send`` and ``stop`` over real run stores and mailboxes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from teamrt.cli import main
+from teamrt.home import existing_run_dir
+from teamrt.mailbox import Mailbox, Message
+from teamrt.runs import age_text, duration_text
+from teamrt.store import Store, Usage, create_store
+
+CRASHER = """
+import asyncio, sys, time
+from pathlib import Path
+from teamrt.store import create_store
+
+async def build() -> None:
+    store = create_store(Path(sys.argv[1]), sys.argv[2], task="crash me\\nsecond line", workdir="/w")
+    await store.add_agent("lead", kind="lead", model="sim")
+    await store.begin_epoch("lead")
+
+asyncio.run(build())
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``<home>/runs`` of a fresh ``TEAMRT_HOME`` (created, empty)."""
+    monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
+    path = tmp_path / "home" / "runs"
+    path.mkdir(parents=True)
+    return path
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def new_store(
+    runs: Path,
+    run: str,
+    task: str = "a task",
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+) -> Store:
+    (runs / run).mkdir()
+    return create_store(
+        runs / run, run, task=task, workdir="/work/proj", budget_usd=budget_usd, budget_tokens=budget_tokens
+    )
+
+
+async def add(
+    store: Store, name: str, kind: str, parent: str | None = None, answer: str | None = None
+) -> None:
+    """An agent with a mailbox, started, with one assistant turn (text ``answer``, or a tool call)."""
+    await store.add_agent(name, kind=kind, model="sim", parent=parent, role=f"{name}-role")
+    epoch = await store.begin_epoch(name)
+    await store.append_turn(name, epoch=epoch, role="user", content=[{"type": "text", "text": "go"}])
+    content = (
+        [{"type": "text", "text": answer}]
+        if answer is not None
+        else [{"type": "tool_use", "id": f"t-{name}", "name": "read", "input": {}}]
+    )
+    usage = Usage(input_tokens=100, output_tokens=50, cache_read_tokens=300, cost_usd=0.0125)
+    await store.append_turn(name, epoch=epoch, role="assistant", content=content, model="sim", usage=usage)
+    with Mailbox(existing_run_dir(store.run_id) / "mailbox", store.run_id) as mailbox:
+        mailbox.register(name)
+
+
+def finished_run(runs: Path, run: str, status: str = "done") -> None:
+    async def build() -> None:
+        with new_store(runs, run, task=f"finish as {status}") as store:
+            await add(store, "lead", "lead", answer="all done")
+            await store.set_agent_status("lead", status)
+            await store.set_run_status(status)
+
+    asyncio.run(build())
+
+
+def crashed_run(runs: Path, run: str) -> None:
+    """A run whose owner process was SIGKILLed while it and its lead were running."""
+    (runs / run).mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHER, str(runs / run), run], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def mail_files(runs: Path) -> list[Path]:
+    return sorted(p for p in runs.rglob("mailbox/*/*/*") if p.is_file())
+
+
+def one_error_line(code: int, out: str, err: str) -> str:
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("teamrt: ") and "Traceback" not in err
+    return err
+
+
+def test_ls_lists_every_run_newest_first_and_the_unreadable_with_their_problem(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    finished_run(runs, "r-done")
+    crashed_run(runs, "r-crashed")
+    live = new_store(runs, "r-live", task="x" * 80 + "\nnot shown")
+    asyncio.run(add(live, "lead", "lead"))
+    finished_run(runs, "r-newer")
+    with sqlite3.connect(runs / "r-newer" / "run.db") as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099'")
+    (runs / "r-empty" / "mailbox").mkdir(parents=True)  # a mailbox demo's directory, say
+    for run, age in (("r-newer", 3600), ("r-empty", 7200)):  # an unreadable run's age is its directory's
+        os.utime(runs / run, (time.time() - age, time.time() - age))
+    time.sleep(0.05)  # file times move by kernel ticks: let r-corrupt's be clearly the newest
+    (runs / "r-corrupt").mkdir()
+    (runs / "r-corrupt" / "run.db").write_bytes(b"not a database at all" * 100)
+    try:
+        code, out, err = cli(capsys, "ls")
+    finally:
+        live.close()
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["RUN", "STATUS", "AGE", "AGENTS", "COST", "TOKENS", "TASK"]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    cells = {run: [re.sub(r"^\d+s$", "Ns", c) for c in line.split()] for run, line in rows.items()}
+    assert list(rows) == [
+        "r-corrupt",
+        "r-live",
+        "r-crashed",
+        "r-done",
+        "r-newer",
+        "r-empty",
+    ]
+    assert cells["r-done"][1:] == ["done", "Ns", "1", "$0.0125", "450", "finish", "as", "done"]
+    assert cells["r-crashed"][1:4] == ["crashed", "Ns", "1"]  # its lead was running, but no more
+    assert rows["r-crashed"].endswith("crash me")
+    assert cells["r-live"][1:8] == ["running", "Ns", "1,", "1", "running", "$0.0125", "450"]
+    assert rows["r-live"].endswith(" " + "x" * 47 + "...")
+    assert cells["r-newer"][1:3] == ["?", "1h"]
+    assert "written by a newer teamrt (schema 0099" in rows["r-newer"]
+    assert cells["r-empty"][1:3] == ["?", "2h"]
+    assert rows["r-empty"].endswith("no run store here (run.db missing or empty)")
+    assert rows["r-corrupt"].endswith("cannot read the store of run 'r-corrupt': file is not a database")
+
+
+def test_ls_without_runs_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "nowhere"
+    result = subprocess.run(
+        [sys.executable, "-m", "teamrt", "ls"],
+        env={**os.environ, "TEAMRT_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout == f"no runs yet in {home / 'runs'}; start one with: teamrt run --prompt '...'\n"
+    assert not home.exists()
+
+
+def test_show_prints_header_tree_answers_and_tasks(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    long_answer = "\n".join(f"finding {i}" for i in range(1, 10))
+
+    async def build() -> None:
+        store = new_store(
+            runs, "r1", task="Survey the code\nthen report", budget_usd=2.0, budget_tokens=10**6
+        )
+        with store:
+            await add(store, "lead", "lead")  # its last turn is a tool call: no answer yet
+            await add(store, "researcher", "team", parent="lead", answer=long_answer)
+            await add(store, "scout", "fork", parent="researcher", answer="the parser is in src/parse.py")
+            await add(store, "fixer", "worktree", parent="lead", answer="fixed")
+            await store.set_agent_status("scout", "done")
+            await store.set_agent_status("fixer", "failed", "budget exceeded")
+            first = await store.create_task("Survey", "read it all", created_by="lead")
+            await store.claim_task(first.id, "researcher")
+            await store.create_task("Report", "write it", created_by="lead", blocked_by=[first.id])
+            await store.set_run_status("done")
+
+    asyncio.run(build())
+    code, out, err = cli(capsys, "show", "r1")
+    assert code == 0 and err == ""
+    head, agents, answers, tasks = out.split("\n\n")
+    assert head.splitlines()[0] == "run r1: done"
+    assert "task     Survey the code\n         then report\nworkdir  /work/proj\nstarted  " in head
+    assert "tokens   1,600 in (75% read from cache), 200 out" in head
+    assert "cost     $0.0500 (budget $2.0000, 1,000,000 tokens)" in head
+    header, *lines = agents.splitlines()[1:]
+    rows = [line.split() for line in lines]
+    tree = [line[2 : header.index("KIND")].rstrip() for line in lines]
+    assert tree == ["lead", "  researcher", "    scout", "  fixer"]
+    assert rows[0][1:] == ["lead", "lead-role", "sim", "1", "1", "450", "$0.0125", "running"]
+    assert rows[2][1:] == ["fork", "scout-role", "sim", "1", "1", "450", "$0.0125", "done"]
+    assert rows[3][-3:] == ["failed:", "budget", "exceeded"]
+    assert answers.splitlines()[:2] == ["answers", "  lead: (no answer yet)"]
+    assert "  researcher:\n    finding 1\n" in answers
+    assert "    finding 6\n    ... (3 more lines)\n  scout:\n    the parser is in src/parse.py" in answers
+    assert "finding 7" not in answers
+    assert [line.split() for line in tasks.splitlines()] == [
+        ["tasks"],
+        ["ID", "STATUS", "OWNER", "SUBJECT", "BLOCKED", "BY"],
+        ["#1", "in_progress", "researcher", "Survey"],
+        ["#2", "open", "-", "Report", "#1"],
+    ]
+
+
+def test_unknown_run_is_one_line_and_creates_nothing(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "teamrt", "show", "nope"], capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"teamrt: no run named 'nope' in {runs}\n"
+    for args in (["send", "nope", "lead", "hi"], ["stop", "nope"], ["show", "../x"]):
+        err = one_error_line(*cli(capsys, *args))
+        assert err == f"teamrt: no run named {args[1]!r} in {runs}\n"
+    assert list(runs.iterdir()) == []
+
+
+def test_send_to_an_unknown_agent_or_one_without_a_mailbox_writes_nothing(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    finished_run(runs, "r1")
+    asyncio.run(_add_agent_without_mailbox(runs, "r1", "ghost"))
+    (runs / "r2").mkdir()  # a directory without a store
+    before = mail_files(runs)
+    err = one_error_line(*cli(capsys, "send", "r1", "bob", "hello"))
+    assert err == "teamrt: no agent named 'bob' in run 'r1' (its agents: ghost, lead)\n"
+    err = one_error_line(*cli(capsys, "send", "r1", "ghost", "hello"))
+    assert err.startswith("teamrt: agent 'ghost' of run 'r1' has no mailbox at ")
+    err = one_error_line(*cli(capsys, "send", "r1", "lead", "  "))
+    assert "the message is empty" in err
+    err = one_error_line(*cli(capsys, "send", "r2", "lead", "hello"))
+    assert err == f"teamrt: no run named 'r2' in {runs}\n"
+    assert mail_files(runs) == before
+    assert not (runs / "r1" / "mailbox" / "ghost").exists() and not (runs / "r2" / "mailbox").exists()
+
+
+async def _add_agent_without_mailbox(runs: Path, run: str, name: str) -> None:
+    from teamrt.store import open_store
+
+    with open_store(runs / run, run) as store:
+        await store.add_agent(name, kind="team", model="sim", parent="lead")
+
+
+def test_send_lands_a_parseable_message_in_new(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    crashed_run(runs, "r1")  # a crashed run takes mail too: it waits for the resume
+    with Mailbox(runs / "r1" / "mailbox", "r1") as mailbox:
+        mailbox.register("lead")
+    text = "Please also check the tests. " * 10
+    code, out, err = cli(capsys, "send", "r1", "lead", text)
+    assert code == 0
+    assert err == "teamrt: note: run 'r1' is crashed; the message waits in the mailbox\n"
+    [path] = (runs / "r1" / "mailbox" / "lead" / "new").iterdir()
+    msg = Message.decode(path.read_bytes())
+    assert out == f"{msg.id}\n" and path.name.startswith(msg.id)
+    assert (msg.sender, msg.recipient, msg.kind, msg.run, msg.body) == ("user", "lead", "message", "r1", text)
+    assert len(msg.summary) == 80 and msg.summary.startswith("Please also check the tests.")
+
+
+def test_stop_refuses_a_finished_or_crashed_run(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    finished_run(runs, "r-done", "failed")
+    crashed_run(runs, "r-crashed")
+    err = one_error_line(*cli(capsys, "stop", "r-done"))
+    assert err == "teamrt: run 'r-done' is failed; there is nothing to stop\n"
+    err = one_error_line(*cli(capsys, "stop", "r-crashed", "lead"))
+    assert err == "teamrt: run 'r-crashed' crashed; resume it with teamrt resume r-crashed\n"
+    assert mail_files(runs) == []
+    assert not (runs / "r-crashed" / "mailbox").exists()
+    code, out, _ = cli(capsys, "show", "r-crashed")
+    assert code == 0 and out.startswith("run r-crashed: crashed (last heartbeat ")
+    assert "); resume it with teamrt resume r-crashed\n" in out
+    assert out.splitlines()[10].endswith("  running when the run crashed")
+
+
+def test_stop_asks_the_supervisor_of_a_live_run(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = new_store(runs, "r1")
+    try:
+        asyncio.run(add(store, "lead", "lead"))
+        asyncio.run(add(store, "helper", "team", parent="lead", answer="done"))
+        asyncio.run(store.set_agent_status("helper", "done"))
+        code, out, err = cli(capsys, "stop", "r1")
+        assert code == 0
+        assert err == "teamrt: note: this run had no supervisor mailbox yet; the request waits there\n"
+        [path] = (runs / "r1" / "mailbox" / "supervisor" / "new").iterdir()
+        run_stop = Message.decode(path.read_bytes())
+        assert out == f"asked the supervisor of run r1 to stop the run (message {run_stop.id})\n"
+        assert (run_stop.sender, run_stop.kind, run_stop.data) == (
+            "user",
+            "control",
+            {"action": "stop", "agent": None},
+        )
+        code, out, err = cli(capsys, "stop", "r1", "lead")
+        assert code == 0 and err == "" and "to stop agent lead (message " in out
+        agent_stop = next(
+            m for m in map(Message.decode, (p.read_bytes() for p in path.parent.iterdir())) if m != run_stop
+        )
+        assert agent_stop.data == {"action": "stop", "agent": "lead"}
+        err = one_error_line(*cli(capsys, "stop", "r1", "helper"))
+        assert err == "teamrt: agent 'helper' of run 'r1' is done; there is nothing to stop\n"
+        err = one_error_line(*cli(capsys, "stop", "r1", "nobody"))
+        assert err == "teamrt: no agent named 'nobody' in run 'r1' (its agents: helper, lead)\n"
+        assert len(list(path.parent.iterdir())) == 2
+    finally:
+        store.close()
+
+
+def test_help_imports_neither_the_store_nor_sqlalchemy() -> None:
+    code = (
+        "import sys, teamrt.cli;"
+        " print(sorted(m for m in sys.modules if m.startswith(('sqlalchemy', 'teamrt.store'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "[]\n", result.stderr
+
+
+def test_ages_and_durations_read_at_a_glance() -> None:
+    assert [age_text(s) for s in (-1, 42, 180, 7200, 4 * 86400 + 5)] == ["0s", "42s", "3m", "2h", "4d"]
+    assert [duration_text(s) for s in (9, 192, 7500, 97200)] == ["9s", "3m 12s", "2h 05m", "1d 3h"]

@@ -1,0 +1,362 @@
+"""Teams end to end on ``sim`` through the real SDK: forks, teammates, mail, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FAST
+
+from teamrt.agents import load_definitions
+from teamrt.models import Reply
+from teamrt.models.sim import SimRequest, SimServer
+from teamrt.runtime.agent import Outcome
+from teamrt.runtime.supervisor import FORK_PLACEHOLDER, Supervisor
+from teamrt.runtime.teamfile import load_team_file
+from teamrt.store import Store, create_store
+from teamrt.tools.base import ToolContext, ToolResult
+
+TEAM = """
+[team]
+model = "sim"
+max_concurrent = 8
+[roles.reviewer]
+[roles.researcher]
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    (path / "team.toml").write_text(TEAM)
+    return path
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer(record=True) as server:
+        yield server
+
+
+def run_team(
+    project: Path, sim: SimServer, prompt: str, setup: Callable[[Supervisor], None] | None = None
+) -> tuple[Outcome, Store]:
+    run_dir = project / ".teamrt" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    store = create_store(run_dir, "r1", task=prompt, workdir=str(project))
+    team = load_team_file(project / "team.toml", project=project)
+
+    async def go() -> Outcome:
+        supervisor = Supervisor(
+            store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
+            project=project, settings=FAST, sim=sim,
+        )  # fmt: skip
+        if setup is not None:
+            setup(supervisor)
+        return await asyncio.wait_for(supervisor.run(prompt), 60)
+
+    try:
+        return asyncio.run(go()), store
+    finally:
+        store.close()
+
+
+def called(request: SimRequest, tool: str) -> int:
+    return sum(
+        1
+        for m in request.messages
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["name"] == tool
+    )
+
+
+# -- forks ------------------------------------------------------------------------
+
+
+def fork_lead(request: SimRequest) -> Reply:
+    if not called(request, "spawn_agent"):
+        return (
+            Reply()
+            .say("Splitting the survey.")
+            .call(
+                "spawn_agent",
+                {"kind": "fork", "directives": ["Survey part A.", "Survey part B.", "Survey part C."]},
+            )
+        )
+    return Reply().say("Report: " + request.tool_outcomes[0].output.replace("\n", " | "))
+
+
+def fork_child(request: SimRequest) -> Reply:
+    return Reply().say(f"found something in {request.last_user_text.split()[-1]}")
+
+
+def test_forks_share_the_parent_prefix_byte_for_byte(project: Path, sim: SimServer) -> None:
+    sim.policies.update({"lead": fork_lead, "fork": fork_child})
+    outcome, _ = run_team(project, sim, "Survey the code.")
+    assert outcome.status == "done", outcome
+    for part in ("A.", "B.", "C."):
+        assert f"found something in {part}" in outcome.answer
+    forks = [(agent, json.loads(body)) for agent, body in sim.bodies if "-fork" in agent]
+    assert len(forks) == 3
+    prefixes = set()
+    for _, body in forks:
+        last = body["messages"][-1]["content"]
+        assert [b["type"] for b in last] == ["tool_result", "text"]
+        assert last[0]["content"] == FORK_PLACEHOLDER
+        head = {**body, "messages": [*body["messages"][:-1], {"role": "user", "content": last[:-1]}]}
+        prefixes.add(json.dumps(head, sort_keys=True))
+    assert len(prefixes) == 1, "every fork of one spawn sends the same bytes before its directive"
+    directives = {json.loads(b)["messages"][-1]["content"][-1]["text"] for a, b in sim.bodies if "-fork" in a}
+    assert directives == {"Survey part A.", "Survey part B.", "Survey part C."}
+    lead_tools = next(json.loads(b)["tools"] for a, b in sim.bodies if a == "lead")
+    assert all(json.loads(b)["tools"] == lead_tools for _, b in sim.bodies), "forks keep the lead's tools"
+    reads = [c.cache_read for c in sim.calls if "-fork" in c.agent]
+    assert sorted(reads)[1] > 0, "later forks read the prefix the first one wrote"
+
+
+def test_a_fork_cannot_spawn(project: Path, sim: SimServer) -> None:
+    def greedy_fork(request: SimRequest) -> Reply:
+        if called(request, "spawn_agent") < 2:  # the first is the lead's, in the inherited prefix
+            return Reply().call("spawn_agent", {"kind": "fork", "directives": ["deeper"]})
+        return Reply().say(request.tool_outcomes[0].output)
+
+    sim.policies.update({"lead": fork_lead, "fork": greedy_fork})
+    outcome, _ = run_team(project, sim, "go")
+    assert "a fork cannot spawn agents" in outcome.answer
+
+
+# -- teammates -------------------------------------------------------------------------
+
+
+def team_lead(request: SimRequest) -> Reply:
+    text = request.all_text()
+    if not called(request, "spawn_agent"):
+        return Reply().call(
+            "spawn_agent",
+            {"kind": "team", "role": "reviewer", "directives": ["Review plans when asked."], "wait": False},
+        )
+    if not called(request, "send_message"):
+        return Reply().call("send_message", {"to": "reviewer", "body": "Please review the plan."})
+    if "LGTM" in text and not called(request, "request_shutdown"):
+        return Reply().call("request_shutdown", {"agent": "reviewer", "reason": "review done"})
+    if 'kind="result"' in text:
+        return Reply().say("Reviewed and shut down.")
+    return Reply().say("Waiting for the team.")
+
+
+def reviewer(request: SimRequest) -> Reply:
+    last = request.last_user_text
+    if 'kind="shutdown_request"' in last:
+        return Reply().call("respond_shutdown", {"to": "lead", "accept": True, "reason": "nothing left"})
+    if "Please review" in last:
+        return Reply().call("send_message", {"to": "lead", "body": "LGTM", "summary": "approved"})
+    return Reply().say("Ready.")
+
+
+def test_a_teammate_is_woken_by_mail_answers_and_shuts_down(project: Path, sim: SimServer) -> None:
+    sim.policies.update({"lead": team_lead, "reviewer": reviewer})
+    outcome, store = run_team(project, sim, "Get the plan reviewed.")
+    assert (outcome.status, outcome.answer) == ("done", "Reviewed and shut down."), outcome
+    reader = store.reader
+    statuses = {a.name: a.status for a in reader.agents()}
+    assert statuses == {"lead": "done", "reviewer": "done"}
+    kinds = [m.kind for m in reader.mail("lead")]
+    assert "message" in kinds and "shutdown_response" in kinds and "result" in kinds
+    assert [m.kind for m in reader.mail("reviewer")].count("shutdown_request") == 1
+
+
+def test_an_unknown_recipient_is_an_error_to_the_sender(project: Path, sim: SimServer) -> None:
+    def lost(request: SimRequest) -> Reply:
+        if not request.tool_outcomes:
+            return Reply().call("send_message", {"to": "nobody", "body": "hello?"})
+        return Reply().say(request.tool_outcomes[0].output)
+
+    sim.policies["lead"] = lost
+    outcome, _ = run_team(project, sim, "go")
+    assert "nobody" in outcome.answer and "the team is" in outcome.answer
+
+
+def test_agents_racing_for_tasks_each_get_a_distinct_one(project: Path, sim: SimServer) -> None:
+    def lead(request: SimRequest) -> Reply:
+        made = called(request, "task_create")
+        if made < 8:
+            return Reply().call("task_create", {"subject": f"task {made + 1}"})
+        if not called(request, "spawn_agent"):
+            return Reply().call(
+                "spawn_agent", {"kind": "fork", "directives": [f"worker {i}" for i in range(8)]}
+            )
+        return Reply().say(request.tool_outcomes[0].output)
+
+    def worker(request: SimRequest) -> Reply:
+        tried = called(request, "task_claim")
+        outcomes = request.tool_outcomes
+        if outcomes and outcomes[-1].name == "task_claim" and not outcomes[-1].is_error:
+            return Reply().say(outcomes[-1].output.splitlines()[0])
+        if tried >= 8:
+            return Reply().say("nothing left")
+        return Reply().call("task_claim", {"task_id": tried + 1})
+
+    sim.policies.update({"lead": lead, "fork": worker})
+    _, store = run_team(project, sim, "go")
+    tasks = store.reader.tasks()
+    owners = [t.owner for t in tasks]
+    assert len(tasks) == 8 and None not in owners and len(set(owners)) == 8, owners
+
+
+def test_the_lead_alone_ends_the_run(project: Path, sim: SimServer) -> None:
+    sim.policies["lead"] = lambda request: Reply().say("Nothing to delegate.")
+    outcome, store = run_team(project, sim, "go")
+    assert outcome.answer == "Nothing to delegate." and store.reader.run().status == "done"
+
+
+# -- restarts, broadcast, idling ----------------------------------------------------
+
+
+class Exploding:
+    """A tool with a bug: it raises (not a ToolError) the first ``times`` times it runs."""
+
+    name = "explode"
+    description = "a buggy tool"
+    input_schema: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+    read_only = True
+
+    def __init__(self, times: int) -> None:
+        self.times = times
+
+    async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if self.times > 0:
+            self.times -= 1
+            raise RuntimeError("bug in the tool")
+        return ToolResult("worked")
+
+
+def spawn_one_fork(request: SimRequest) -> Reply:
+    if not called(request, "spawn_agent"):
+        return Reply().call("spawn_agent", {"kind": "fork", "directives": ["use the tool"]})
+    return Reply().say(request.tool_outcomes[0].output)
+
+
+def tool_user(request: SimRequest) -> Reply:
+    outcomes = request.tool_outcomes
+    if outcomes and outcomes[0].name == "explode" and not outcomes[0].is_error:
+        return Reply().say(f"the tool said: {outcomes[0].output}")
+    return Reply().call("explode", {})  # again, after a restart
+
+
+@pytest.mark.parametrize(("failures", "status"), [(1, "done"), (3, "failed")])
+def test_a_child_that_raises_is_restarted_then_failed_and_the_parent_hears(
+    project: Path, sim: SimServer, failures: int, status: str
+) -> None:
+    sim.policies.update({"lead": spawn_one_fork, "fork": tool_user})
+    outcome, store = run_team(project, sim, "go", lambda s: s.tools.update(explode=Exploding(failures)))
+    fork = next(a for a in store.reader.agents() if a.kind == "fork")
+    assert fork.status == status
+    assert f"## {fork.name}: {status}" in outcome.answer, "the parent got the child's end as its result"
+    if status == "done":
+        assert fork.epoch == 2
+        assert any("you were restarted" in str(t.content) for t in store.reader.turns(fork.name))
+    else:
+        assert "failed after 2 restarts: RuntimeError: bug in the tool" in outcome.answer
+        assert fork.epoch == 3
+    raised = [e for e in store.reader.events() if e.kind == "agent.raised"]
+    assert len(raised) == min(failures, 3)
+
+
+def test_broadcast_reaches_every_teammate(project: Path, sim: SimServer) -> None:
+    def lead(request: SimRequest) -> Reply:
+        if not called(request, "spawn_agent"):
+            return Reply().call(
+                "spawn_agent",
+                {"kind": "team", "role": "reviewer", "directives": ["a", "b", "c"], "wait": False},
+            )
+        if not called(request, "broadcast"):
+            return Reply().call("broadcast", {"body": "Stand-up at noon."})
+        return Reply().say(request.tool_outcomes[0].output if request.tool_outcomes else "done")
+
+    sim.policies.update({"lead": lead, "reviewer": lambda request: Reply().say("ok")})
+    _, store = run_team(project, sim, "go")
+    mates = [a.name for a in store.reader.agents() if a.kind == "team"]
+    assert len(mates) == 3
+    for mate in mates:
+        assert any("Stand-up at noon." in m.message["body"] for m in store.reader.mail(mate))
+
+
+class Hold:
+    """A read-only tool that keeps the lead busy for ``seconds``."""
+
+    name = "hold"
+    description = "wait"
+    input_schema: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+    read_only = True
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.window: tuple[float, float] = (0.0, 0.0)
+
+    async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        await asyncio.sleep(self.seconds / 3)  # the teammates settle into idling
+        start = time.monotonic()
+        await asyncio.sleep(self.seconds)
+        self.window = (start, time.monotonic())
+        return ToolResult("held")
+
+
+def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) -> None:
+    hold = Hold(3.0)
+
+    def lead(request: SimRequest) -> Reply:
+        if not called(request, "spawn_agent"):
+            directives = [f"teammate {i}" for i in range(5)]
+            return Reply().call(
+                "spawn_agent", {"kind": "team", "role": "researcher", "directives": directives, "wait": False}
+            )
+        if not called(request, "hold"):
+            return Reply().call("hold", {})
+        return Reply().say("done")
+
+    sim.policies.update({"lead": lead, "researcher": lambda request: Reply().say("idle now")})
+    _, store = run_team(project, sim, "go", lambda s: s.tools.update(hold=hold))
+    start, end = hold.window
+    assert end - start >= 3.0
+    during = [c for c in sim.calls if start <= c.at <= end]
+    assert during == [], f"model calls while the team idled: {during}"
+    assert sum(1 for a in store.reader.agents() if a.kind == "team") == 5
+
+
+def test_a_teammate_wakes_on_mail_without_polling_delay(project: Path, sim: SimServer) -> None:
+    sent: list[float] = []
+
+    def lead(request: SimRequest) -> Reply:
+        if not called(request, "spawn_agent"):
+            return Reply().call(
+                "spawn_agent", {"kind": "team", "role": "reviewer", "directives": ["wait"], "wait": False}
+            )
+        if not called(request, "hold"):
+            return Reply().call("hold", {})
+        if not called(request, "send_message"):
+            return Reply().call("send_message", {"to": "reviewer", "body": "wake up"})
+        return Reply().say("done")
+
+    def setup(supervisor: Supervisor) -> None:
+        supervisor.tools["hold"] = Hold(0.3)
+        send = supervisor.send
+
+        def timed(*args: Any, **kwargs: Any) -> str:
+            if args[0] == "lead":
+                sent.append(time.monotonic())
+            return send(*args, **kwargs)
+
+        supervisor.send = timed  # type: ignore[method-assign]
+
+    sim.policies.update({"lead": lead, "reviewer": lambda request: Reply().say("awake")})
+    run_team(project, sim, "go", setup)
+    [at] = sent
+    woke = min(c.at for c in sim.calls if c.agent == "reviewer" and c.at > at)
+    assert woke - at < 0.3, f"the teammate took {woke - at:.3f} s to wake (the rescan tick is 1 s)"
