@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/store.py
 	$(BIN)/python benchmarks/models.py
 	$(BIN)/python benchmarks/loop.py
+	$(BIN)/python benchmarks/fanout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

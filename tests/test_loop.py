@@ -385,3 +385,22 @@ def test_a_stopped_agent_leaves_no_process_behind(rig: Rig) -> None:
         assert not is_running(proc.pid, proc.start_time), "the journaled process is gone"
     leftovers = subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True, text=True).stdout.split()
     assert leftovers == [], f"sleep processes left: {leftovers}"
+
+
+def test_a_result_from_a_superseded_epoch_is_recorded_but_not_acted_on(rig: Rig) -> None:
+    rig.mailbox.post(sender="bob", recipient=AGENT, body="STALE RESULT", kind="result", epoch=1)
+    rig.mailbox.post(sender="bob", recipient=AGENT, body="FRESH RESULT", kind="result", epoch=3)
+    rig.mailbox.post(sender="bob", recipient=AGENT, body="old peer note", kind="message", epoch=1)
+    model = ScriptedModel([Reply().say("ok")])
+
+    async def go() -> Outcome:
+        async with Inbox(rig.mailbox, AGENT) as inbox:
+            loop = rig.loop(model, [], inbox=inbox)
+            loop.env.current_epoch = lambda agent: 3 if agent == "bob" else None
+            return await loop.run("go")
+
+    asyncio.run(go())
+    seen = user_texts(model.requests[0])
+    assert "STALE RESULT" not in seen and 'superseded="true"' in seen
+    assert "FRESH RESULT" in seen and "old peer note" in seen, "peer messages always count"
+    assert len(rig.store.reader.mail(AGENT)) == 3, "every message is recorded as ingested"

@@ -59,7 +59,7 @@ def run_team(
         )  # fmt: skip
         if setup is not None:
             setup(supervisor)
-        return await asyncio.wait_for(supervisor.run(prompt), 60)
+        return await asyncio.wait_for(supervisor.run(prompt), 180)
 
     try:
         return asyncio.run(go()), store
@@ -301,7 +301,7 @@ class Hold:
         self.window: tuple[float, float] = (0.0, 0.0)
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        await asyncio.sleep(self.seconds / 3)  # the teammates settle into idling
+        await asyncio.sleep(min(1.0, self.seconds / 3))  # the teammates settle into idling
         start = time.monotonic()
         await asyncio.sleep(self.seconds)
         self.window = (start, time.monotonic())
@@ -309,7 +309,7 @@ class Hold:
 
 
 def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) -> None:
-    hold = Hold(3.0)
+    hold = Hold(60.0)  # the issue asks for a minute
 
     def lead(request: SimRequest) -> Reply:
         if not called(request, "spawn_agent"):
@@ -324,7 +324,7 @@ def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) ->
     sim.policies.update({"lead": lead, "researcher": lambda request: Reply().say("idle now")})
     _, store = run_team(project, sim, "go", lambda s: s.tools.update(hold=hold))
     start, end = hold.window
-    assert end - start >= 3.0
+    assert end - start >= 60.0
     during = [c for c in sim.calls if start <= c.at <= end]
     assert during == [], f"model calls while the team idled: {during}"
     assert sum(1 for a in store.reader.agents() if a.kind == "team") == 5

@@ -55,6 +55,8 @@ class AgentEnv:
     """True while the agent must wait for mail rather than end (a lead with busy children)."""
     on_idle: Callable[[bool], None] | None = None
     """Told True when the agent starts waiting for mail, False when mail wakes it."""
+    current_epoch: Callable[[str], int | None] | None = None
+    """The epoch an agent runs under now (None: not an agent of this run), to spot superseded mail."""
 
 
 @dataclass(frozen=True)

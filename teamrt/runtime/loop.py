@@ -80,7 +80,7 @@ class AgentLoop:
         try:
             while True:
                 mail = self._take_mail()
-                blocks = [r.result[0] for r in results] + start + [_mail_block(m) for m in mail]
+                blocks = [r.result[0] for r in results] + start + [self._mail_block(m) for m in mail]
                 if blocks:
                     await self._append_user(blocks, mail, results)
                 results, start = [], []
@@ -132,6 +132,18 @@ class AgentLoop:
         if self.env.on_idle is not None:
             self.env.on_idle(False)
         await self.env.store.set_agent_status(self.spec.name, "running")
+
+    def _mail_block(self, msg: Message) -> Block:
+        """Mail as the model reads it. A result or control message from a superseded epoch of its
+        sender is recorded (ingested) but marked so, and not acted on; peer messages always count."""
+        head = f'<mail id="{msg.id}" from="{msg.sender}" kind="{msg.kind}"'
+        current = self.env.current_epoch(msg.sender) if self.env.current_epoch else None
+        if msg.kind in ("result", "control") and current is not None and msg.epoch < current:
+            return {"type": "text", "text": f"{head} superseded=\"true\">(sent by an earlier run of"
+                    f" {msg.sender}, which has since restarted; ignore it)</mail>"}  # fmt: skip
+        if msg.summary:
+            head += f' summary="{msg.summary}"'
+        return {"type": "text", "text": f"{head}>\n{msg.body}\n</mail>"}
 
     def _mail_waiting(self) -> bool:
         self._waiting = self._take_mail()
@@ -339,10 +351,3 @@ def _result_block(call_id: str, result: ToolResult) -> Block:
     if result.is_error:
         block["is_error"] = True
     return block
-
-
-def _mail_block(msg: Message) -> Block:
-    head = f'<mail id="{msg.id}" from="{msg.sender}" kind="{msg.kind}"'
-    if msg.summary:
-        head += f' summary="{msg.summary}"'
-    return {"type": "text", "text": f"{head}>\n{msg.body}\n</mail>"}

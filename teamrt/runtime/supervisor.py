@@ -190,6 +190,7 @@ class Supervisor:
                 m.parent == name and m.busy and not m.done.done() for m in self.members.values()
             ),
             on_idle=lambda idle: self._set_busy(name, not idle),
+            current_epoch=lambda agent: self.members[agent].loop.epoch if agent in self.members else None,
         )
         messages = list(fork_of.loop.messages) if fork_of else None
         if messages:

@@ -1,0 +1,204 @@
+"""Fan-out benchmark: five children that need their parent's 20,000-token context, on ``sim``.
+
+- forks: one ``spawn_agent`` with five directives. Each child gets the parent's prefix
+  byte for byte, so all five read it from the prompt cache.
+- fresh: five teammates, each of its own role (its own system prompt), handed the same
+  context in their first message. This is how rival teammates receive a parent's context.
+
+Both go through the real supervisor, the real SDK and the simulator's cache rules.
+The run reports the cache-read share of the children's input tokens and the forks' input
+cost over the fresh agents'. It also reports spawn latency: the time from the supervisor
+creating a child to that child's first model request reaching the simulator, for 20
+forks and 20 teammates. Prints a table, then one JSON object as the last line with
+``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from teamrt.agents import load_definitions
+from teamrt.models import Reply, Usage, lookup
+from teamrt.models.pricing import cost_usd
+from teamrt.models.sim import SimRequest, SimServer
+from teamrt.runtime.supervisor import Supervisor
+from teamrt.runtime.teamfile import load_team_file
+from teamrt.settings import Settings
+from teamrt.store import create_store
+from teamrt.store.engine import DB_ENV
+
+CHILDREN = 5
+SPAWNS = 20
+TARGET_SHARE = 0.9
+TARGET_RATIO = 0.25
+TARGET_SPAWN_MS = 20.0
+WORDS = ("module", "parser", "cache", "prefix", "worktree", "merge", "queue", "agent", "mailbox", "store")
+
+
+def context_text() -> str:
+    """About 20,000 tokens of material the children all need."""
+    words = [WORDS[(i * 7) % len(WORDS)] for i in range(13_500)]
+    return "Material for the survey:\n" + " ".join(words)
+
+
+def team_project(base: Path) -> Path:
+    project = base / "project"
+    agents = project / ".teamrt" / "agents"
+    agents.mkdir(parents=True)
+    roles = []
+    for i in range(CHILDREN):
+        (agents / f"analyst{i}.md").write_text(
+            f"---\nname: analyst{i}\ndescription: analyst {i}\n---\n"
+            + f"You are analyst number {i}. Your speciality is area {i} of the system. " * 20
+        )
+        roles.append(f"[roles.analyst{i}]\n")
+    (project / "team.toml").write_text("[team]\nmax_agents = 60\nmax_concurrent = 60\n" + "".join(roles))
+    return project
+
+
+def called(request: SimRequest, tool: str) -> int:
+    return sum(
+        1 for m in request.messages if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"] if b.get("type") == "tool_use" and b["name"] == tool
+    )  # fmt: skip
+
+
+def lead_policy(mode: str) -> Any:
+    def lead(request: SimRequest) -> Reply:
+        if called(request, "spawn_agent"):
+            return Reply().say("done")
+        reply = Reply()
+        if mode == "forks":
+            return reply.call(
+                "spawn_agent", {"kind": "fork", "directives": [f"Study part {i}." for i in range(CHILDREN)]}
+            )
+        if mode == "fresh":
+            for i in range(CHILDREN):
+                directive = request.last_user_text + f"\n\nStudy part {i}."
+                reply.call(
+                    "spawn_agent",
+                    {"kind": "team", "role": f"analyst{i}", "directives": [directive], "wait": False},
+                )
+            return reply
+        kind = "fork" if mode == "fork-latency" else "team"
+        for i in range(SPAWNS):
+            role = {} if kind == "fork" else {"role": f"analyst{i % CHILDREN}", "wait": False}
+            reply.call("spawn_agent", {"kind": kind, "directives": [f"ping {i}"], **role})
+        return reply
+
+    return lead
+
+
+async def scenario(base: Path, mode: str) -> tuple[list[Usage], list[float]]:
+    """The children's usage and their spawn latencies (ms) in one run of ``mode``."""
+    project = team_project(base / mode)
+    run_dir = project / ".teamrt" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    store = create_store(run_dir, "r1", task="fanout", workdir=str(project))
+    team = load_team_file(project / "team.toml", project=project)
+    with SimServer(default=lambda request: Reply().say("Noted: part studied.")) as sim:
+        sim.policies["lead"] = lead_policy(mode)
+        supervisor = Supervisor(
+            store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
+            project=project, settings=Settings(), sim=sim,
+        )  # fmt: skip
+        created: dict[str, float] = {}
+        add = supervisor._add
+
+        async def timed_add(*args: Any, **kwargs: Any) -> Any:
+            start = asyncio.get_running_loop().time()
+            member = await add(*args, **kwargs)
+            created[member.name] = start
+            if member.name == "lead":  # room to write the context into five spawn calls ("fresh")
+                member.loop.spec.max_tokens = 128_000
+            return member
+
+        supervisor._add = timed_add  # type: ignore[method-assign]
+        try:
+            outcome = await supervisor.run(context_text())
+            assert outcome.status == "done", outcome
+            children = [a for a in store.reader.agents() if a.kind != "lead"]
+            usages = [
+                Usage(a.usage.input_tokens, 0, a.usage.cache_creation_tokens, a.usage.cache_read_tokens)
+                for a in children
+            ]
+            first: dict[str, float] = {}
+            for call in sim.calls:
+                first.setdefault(call.agent, call.at)
+            latencies = [(first[name] - start) * 1000 for name, start in created.items() if name != "lead"]
+        finally:
+            store.close()
+    return usages, latencies
+
+
+def share(usages: list[Usage]) -> float:
+    read = sum(u.cache_read_input_tokens for u in usages)
+    return read / sum(u.prompt_tokens for u in usages)
+
+
+def input_cost(usages: list[Usage]) -> float:
+    info = lookup("sim")
+    assert info is not None
+    return sum(cost_usd(u, info) for u in usages)
+
+
+async def measure(base: Path) -> dict[str, Any]:
+    forks, _ = await scenario(base, "forks")
+    fresh, _ = await scenario(base, "fresh")
+    _, fork_latency = await scenario(base, "fork-latency")
+    _, team_latency = await scenario(base, "team-latency")
+    result: dict[str, Any] = {
+        "fork_cache_read_share": round(share(forks), 3),
+        "fresh_cache_read_share": round(share(fresh), 3),
+        "fork_input_usd": round(input_cost(forks), 5),
+        "fresh_input_usd": round(input_cost(fresh), 5),
+        "spawn_p50_ms_fork": round(statistics.median(fork_latency), 2),
+        "spawn_p50_ms_team": round(statistics.median(team_latency), 2),
+        "children_input_tokens": sum(u.prompt_tokens for u in forks) // CHILDREN,
+    }
+    result["cost_ratio_fork_vs_fresh"] = round(result["fork_input_usd"] / result["fresh_input_usd"], 3)
+    result["targets"] = {
+        "fork_cache_read_share": f">= {TARGET_SHARE}",
+        "cost_ratio_fork_vs_fresh": f"<= {TARGET_RATIO}",
+        "spawn_p50_ms": f"<= {TARGET_SPAWN_MS}",
+    }
+    result["targets_met"] = (
+        result["fork_cache_read_share"] >= TARGET_SHARE
+        and result["cost_ratio_fork_vs_fresh"] <= TARGET_RATIO
+        and max(result["spawn_p50_ms_fork"], result["spawn_p50_ms_team"]) <= TARGET_SPAWN_MS
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--json", action="store_true", help="end with one JSON object on a line of its own")
+    args = parser.parse_args()
+    os.environ.pop(DB_ENV, None)
+    os.environ["TEAMRT_HOME"] = tempfile.mkdtemp(prefix="teamrt-home-")
+    with tempfile.TemporaryDirectory(prefix="teamrt-bench-") as tmp:
+        result = asyncio.run(measure(Path(tmp)))
+    print(f"{'':26}{'cache-read share':>18}{'input cost':>12}")
+    print(f"{'5 forks':26}{result['fork_cache_read_share']:>18}{result['fork_input_usd']:>12}")
+    print(f"{'5 fresh role agents':26}{result['fresh_cache_read_share']:>18}{result['fresh_input_usd']:>12}")
+    print(
+        f"children of {result['children_input_tokens']:,} input tokens each; forks cost"
+        f" {result['cost_ratio_fork_vs_fresh']}x the fresh agents' input (target <= {TARGET_RATIO});"
+        f" spawn p50 {result['spawn_p50_ms_fork']} ms (fork), {result['spawn_p50_ms_team']} ms (teammate)"
+        f" (target <= {TARGET_SPAWN_MS}): {'met' if result['targets_met'] else 'NOT met'}"
+    )
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
