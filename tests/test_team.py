@@ -360,3 +360,58 @@ def test_a_teammate_wakes_on_mail_without_polling_delay(project: Path, sim: SimS
     [at] = sent
     woke = min(c.at for c in sim.calls if c.agent == "reviewer" and c.at > at)
     assert woke - at < 0.3, f"the teammate took {woke - at:.3f} s to wake (the rescan tick is 1 s)"
+
+
+def test_a_rejected_shutdown_keeps_the_teammate_until_it_accepts(project: Path, sim: SimServer) -> None:
+    def lead(request: SimRequest) -> Reply:
+        text = request.all_text()
+        if not called(request, "spawn_agent"):
+            return Reply().call(
+                "spawn_agent", {"kind": "team", "role": "reviewer", "directives": ["stand by"], "wait": False}
+            )
+        asked = called(request, "request_shutdown")
+        if asked < 2 and text.count('kind="shutdown_response"') == asked:
+            return Reply().call("request_shutdown", {"agent": "reviewer", "reason": f"ask {asked + 1}"})
+        if 'kind="result"' in text:
+            return Reply().say("The reviewer has finished.")
+        return Reply().say("Waiting.")
+
+    def reviewer(request: SimRequest) -> Reply:
+        if 'kind="shutdown_request"' in request.last_user_text:
+            first = request.all_text().count('kind="shutdown_request"') == 1
+            return Reply().call(
+                "respond_shutdown",
+                {"to": "lead", "accept": not first, "reason": "still reviewing" if first else "done now"},
+            )
+        return Reply().say("Standing by.")
+
+    sim.policies.update({"lead": lead, "reviewer": reviewer})
+    outcome, store = run_team(project, sim, "go")
+    assert outcome.answer == "The reviewer has finished."
+    responses = [m.message for m in store.reader.mail("lead") if m.kind == "shutdown_response"]
+    assert [(r["data"]["accept"], r["body"]) for r in responses] == [
+        (False, "still reviewing"),
+        (True, "done now"),
+    ]
+    assert store.reader.agent("reviewer").status == "done"
+
+
+def test_a_stop_sent_to_the_supervisor_ends_the_run(project: Path, sim: SimServer) -> None:
+    def lead(request: SimRequest) -> Reply:
+        return Reply().call("hold", {}) if not called(request, "hold") else Reply().say("finished")
+
+    def setup(supervisor: Supervisor) -> None:
+        supervisor.tools["hold"] = Hold(30.0)
+        asyncio.get_running_loop().call_later(
+            1.0,
+            lambda: supervisor.mailbox.post(
+                sender="user", recipient="supervisor", body="stop", kind="control", data={"action": "stop"}
+            ),
+        )
+
+    sim.policies["lead"] = lead
+    started = time.monotonic()
+    outcome, store = run_team(project, sim, "go", setup)
+    assert time.monotonic() - started < 10, "the stop did not wait for the held tool"
+    assert outcome.status == "stopped" and outcome.reason == "stopped by user"
+    assert store.reader.run().status == "stopped"
