@@ -14,7 +14,7 @@ from conftest import FAST
 
 from teamrt.agents import load_definitions
 from teamrt.models import Reply
-from teamrt.models.sim import SimRequest, SimServer
+from teamrt.models.sim import Fault, SimRequest, SimServer
 from teamrt.runtime.agent import Outcome
 from teamrt.runtime.supervisor import FORK_PLACEHOLDER, Supervisor
 from teamrt.runtime.teamfile import load_team_file
@@ -415,3 +415,13 @@ def test_a_stop_sent_to_the_supervisor_ends_the_run(project: Path, sim: SimServe
     assert time.monotonic() - started < 10, "the stop did not wait for the held tool"
     assert outcome.status == "stopped" and outcome.reason == "stopped by user"
     assert store.reader.run().status == "stopped"
+
+
+def test_a_child_whose_stream_stalls_fails_and_the_parent_hears(project: Path, sim: SimServer) -> None:
+    sim.policies.update({"lead": spawn_one_fork, "fork": lambda request: Reply().say("never heard")})
+    sim.faults.add(Fault("stall", agent="lead-fork", after_events=3, seconds=5), times=3)
+    outcome, store = run_team(project, sim, "go")
+    assert outcome.status == "done", "the run goes on"
+    fork = store.reader.agent("lead-fork")
+    assert fork.status == "failed" and "stall" in (fork.status_reason or "")
+    assert "## lead-fork: failed" in outcome.answer

@@ -104,7 +104,7 @@ class AnthropicModel:
                 assembler.add(event)
         except httpx2.TimeoutException as e:
             raise _StreamBroken(
-                f"stream silent for over {self._settings.stall_seconds:g}s", stalled=True
+                f"stream stalled (silent for over {self._settings.stall_seconds:g}s)", stalled=True
             ) from e
         except (httpx2.TransportError, anthropic.APIConnectionError) as e:
             raise _StreamBroken(f"stream cut ({type(e).__name__})") from e
