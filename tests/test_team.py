@@ -425,3 +425,30 @@ def test_a_child_whose_stream_stalls_fails_and_the_parent_hears(project: Path, s
     fork = store.reader.agent("lead-fork")
     assert fork.status == "failed" and "stall" in (fork.status_reason or "")
     assert "## lead-fork: failed" in outcome.answer
+
+
+@pytest.mark.parametrize(
+    ("limits", "says"),
+    [("max_agents = 3", "the run may have 3 agents"), ("max_depth = 1", "agents may nest 1 deep")],
+)
+def test_spawning_past_the_team_limits_is_refused(
+    project: Path, sim: SimServer, limits: str, says: str
+) -> None:
+    (project / "team.toml").write_text(f"[team]\n{limits}\n[roles.researcher]\n")
+
+    def lead(request: SimRequest) -> Reply:
+        if not called(request, "spawn_agent"):
+            return Reply().call(
+                "spawn_agent", {"kind": "team", "role": "researcher", "directives": ["dig"], "wait": True}
+            )
+        return Reply().say(request.tool_outcomes[0].output)
+
+    def researcher(request: SimRequest) -> Reply:
+        if not called(request, "spawn_agent"):
+            return Reply().call("spawn_agent", {"kind": "fork", "directives": ["a", "b"]})
+        return Reply().say(request.tool_outcomes[0].output)
+
+    sim.policies.update({"lead": lead, "researcher": researcher, "fork": lambda request: Reply().say("ok")})
+    outcome, store = run_team(project, sim, "go")
+    assert says in outcome.answer, outcome.answer
+    assert not [a for a in store.reader.agents() if a.kind == "fork"]

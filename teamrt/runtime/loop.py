@@ -59,6 +59,8 @@ class AgentLoop:
         self._task: asyncio.Task[Outcome] | None = None
         self._stopping: str | None = None
         self._finishing: str | None = None
+        self.answer = ""
+        """The text of the model's latest turn that had any: what the agent reports when it ends."""
         self._unfinished: set[str] = set()  # tool calls of the last turn whose result is not kept yet
 
     def stop(self, reason: str = "stopped") -> None:
@@ -76,7 +78,6 @@ class AgentLoop:
         self._task = asyncio.current_task()
         results: list[FinishedCall] = []
         start: list[Block] = [{"type": "text", "text": task}] if isinstance(task, str) else list(task or [])
-        answer = ""
         try:
             while True:
                 mail = self._take_mail()
@@ -86,33 +87,33 @@ class AgentLoop:
                 results, start = [], []
                 if self.spec.max_turns is not None and self.turns >= self.spec.max_turns:
                     return await self._end(
-                        "stopped", answer, f"reached its limit of {self.spec.max_turns} turns"
+                        "stopped", self.answer, f"reached its limit of {self.spec.max_turns} turns"
                     )
                 response = await self._call_model(await self._request())
-                answer = response.text or answer
+                self.answer = response.text or self.answer
                 await self._append_assistant(response)
                 if not response.tool_uses:
                     if self._mail_waiting():
                         continue
                     waits = self.env.keep_waiting is not None and self.env.keep_waiting()
                     if not (self.spec.persistent or waits):
-                        return await self._end("done", answer)
+                        return await self._end("done", self.answer)
                     await self._idle()
                     continue
                 results = await self._run_tools(response)
                 if self._finishing is not None:
                     await self._append_user([r.result[0] for r in results], [], results)
-                    return await self._end("done", answer, self._finishing)
+                    return await self._end("done", self.answer, self._finishing)
         except BudgetExhausted as e:
-            return await self._end("stopped", answer, f"budget exhausted: {e.reason}")
+            return await self._end("stopped", self.answer, f"budget exhausted: {e.reason}")
         except (ModelError, ContextExhausted) as e:
-            return await self._end("failed", answer, str(e))
+            return await self._end("failed", self.answer, str(e))
         except asyncio.CancelledError:
             if self._stopping is None:
                 raise
             for call_id in sorted(self._unfinished):
                 await self.env.store.move_tool_call(call_id, "interrupted")
-            return await self._end("stopped", answer, self._stopping)
+            return await self._end("stopped", self.answer, self._stopping)
 
     # -- input ----------------------------------------------------------------
 

@@ -56,6 +56,8 @@ class Member:
     inbox: Inbox
     done: asyncio.Future[Outcome] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     task: asyncio.Task[None] | None = None
+    settled: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    """Resolved when the agent first has nothing to do: it idles (a teammate) or ends."""
     busy: bool = True
     """Working or about to (mail delivered); False while it idles. A parent waits while a child is busy."""
 
@@ -205,6 +207,8 @@ class Supervisor:
         """Track who is working; a parent idling on its children hears when one idles."""
         member = self.members[name]
         member.busy = busy
+        if not busy and not member.settled.done():
+            member.settled.set_result(None)
         parent = self.members.get(member.parent or "")
         if not busy and parent is not None and not parent.busy and not parent.done.done():
             self.send(SUPERVISOR, parent.name, f"{name} is idle.", kind="control", summary=f"{name} idle")
@@ -231,6 +235,8 @@ class Supervisor:
                     outcome = await self._run_with_restarts(member, task)
             member.busy = False
             member.done.set_result(outcome)
+            if not member.settled.done():
+                member.settled.set_result(None)
 
         member.task = asyncio.create_task(main(), name=f"agent {member.name}")
 
@@ -311,13 +317,16 @@ class Supervisor:
         )
         if not wait:
             return f"started {', '.join(c.name for c, _ in children)}; each result will arrive as mail"
-        outcomes = await asyncio.gather(*(c.done for c, _ in children))
-        return "\n\n".join(
-            f"## {c.name}: {o.status}"
-            + (f" ({o.reason})" if o.reason else "")
-            + f"\n{o.answer or '(no answer)'}"
-            for (c, _), o in zip(children, outcomes, strict=True)
-        )
+        await asyncio.gather(*(c.settled for c, _ in children))  # a teammate: until its first answer
+        return "\n\n".join(self._answer(c) for c, _ in children)
+
+    def _answer(self, child: Member) -> str:
+        """A child's answer for its parent: its end, or (a teammate still with us) its latest answer."""
+        if child.done.done():
+            o = child.done.result()
+            head = f"## {child.name}: {o.status}" + (f" ({o.reason})" if o.reason else "")
+            return f"{head}\n{o.answer or '(no answer)'}"
+        return f"## {child.name}: idle; reach it with send_message\n{child.loop.answer or '(no answer)'}"
 
     def _first_turn(self, parent: Member, child: Member, directive: str) -> str | list[Block]:
         if child.kind != "fork":

@@ -73,7 +73,8 @@ class SpawnAgent(_TeamTool):
         "Start sub-agents. kind 'fork': copies of you with your whole context, one per directive, for"
         " parallel investigation; they answer and end. kind 'team': a long-lived teammate of the given role"
         " with its own context, reached by send_message. With wait true (the default for forks) this call"
-        " returns their final answers; otherwise each result arrives later as mail."
+        " returns when each child has answered: a fork's final answer, a teammate's first answer (it stays"
+        " available). Otherwise each child's end arrives later as mail."
     )
     input_schema = _schema(
         {
