@@ -452,3 +452,20 @@ def test_spawning_past_the_team_limits_is_refused(
     outcome, store = run_team(project, sim, "go")
     assert says in outcome.answer, outcome.answer
     assert not [a for a in store.reader.agents() if a.kind == "fork"]
+
+
+def test_a_background_child_that_never_reports_still_delivers_its_last_answer(
+    project: Path, sim: SimServer
+) -> None:
+    def lead(request: SimRequest) -> Reply:
+        if not called(request, "spawn_agent"):
+            return Reply().call("spawn_agent", {"kind": "fork", "directives": ["look"], "wait": False})
+        if 'kind="result"' in request.all_text():
+            return Reply().say("Got it: " + request.last_user_text.split("\n")[1])
+        return Reply().say("Waiting for the fork.")
+
+    sim.policies.update({"lead": lead, "fork": lambda request: Reply().say("the answer is 42")})
+    outcome, store = run_team(project, sim, "go")
+    assert outcome.answer == "Got it: the answer is 42"
+    [result] = [m for m in store.reader.mail("lead") if m.kind == "result"]
+    assert result.sender == "lead-fork" and result.message["data"]["status"] == "done"
