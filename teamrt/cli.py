@@ -161,9 +161,8 @@ def _run_one(args: argparse.Namespace) -> int:
 
     from .agents import DefinitionError
     from .models import ModelConfigError
-    from .runtime.single import UnknownAgent, run_single
     from .runtime.teamfile import TeamFileError
-    from .runtime.teamrun import NoPrompt, run_team_file
+    from .runtime.teamrun import NoPrompt, UnknownAgent, run_single, run_team_file
     from .store import StoreError
 
     if args.teamfile is None and not args.prompt:
@@ -184,7 +183,7 @@ def _run_one(args: argparse.Namespace) -> int:
                 max_turns=args.max_turns,
                 budget_tokens=args.budget_tokens,
                 budget_usd=args.budget_usd,
-                echo=not args.quiet,
+                on_text=None if args.quiet else _echo,
             )
         result = asyncio.run(work)
     except (DefinitionError, UnknownAgent, ModelConfigError, StoreError, TeamFileError, NoPrompt) as e:
@@ -204,6 +203,11 @@ def _run_one(args: argparse.Namespace) -> int:
         print(f"teamrt: the lead {outcome.status}: {outcome.reason}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _echo(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _inspect(args: argparse.Namespace) -> int:

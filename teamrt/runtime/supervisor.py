@@ -26,7 +26,7 @@ from typing import Any
 from ..agents import AgentDefinition
 from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
 from ..models import Model, lookup, open_model, with_overrides
-from ..models.types import Block
+from ..models.types import Block, OnText
 from ..settings import Settings
 from ..store import Store, TaskUnavailable
 from ..tools.base import Tool, ToolContext, ToolError
@@ -73,7 +73,10 @@ class Supervisor:
         project: Path,
         settings: Settings,
         sim: Any = None,
+        models: dict[str, Model] | None = None,
+        on_text: OnText | None = None,
     ) -> None:
+        """``models``: clients already open, by name; ``on_text``: where the lead's text streams."""
         self.store = store
         self.run_dir = run_dir
         self.team = team
@@ -86,7 +89,8 @@ class Supervisor:
         self.mailbox.register(SUPERVISOR)
         self.watcher = open_watcher()
         self.members: dict[str, Member] = {}
-        self.models: dict[str, Model] = {}
+        self.models: dict[str, Model] = dict(models or {})
+        self._on_text = on_text
         self.run_budget = Budget("run", team.budget_tokens, team.budget_usd)
         self.asker = policy_asker(team.on_ask)
         self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self)}
@@ -188,6 +192,7 @@ class Supervisor:
             asker=self.asker,
             budgets=[budget, self.run_budget],
             inbox=inbox,
+            on_text=self._on_text if kind == "lead" else None,
             keep_waiting=lambda: any(
                 m.parent == name and m.busy and not m.done.done() for m in self.members.values()
             ),

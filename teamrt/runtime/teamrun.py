@@ -1,22 +1,39 @@
-"""``teamrt run TEAMFILE``: a team in a run of its own, led to the end by its supervisor."""
+"""``teamrt run``: a team (or one agent, as a team of one) in a run of its own, to the end."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import home
-from ..agents import load_definitions
+from ..agents import AgentDefinition, load_definitions
+from ..models import Model, open_model
+from ..models.types import OnText
 from ..settings import load_settings
-from ..store import create_store
+from ..store import Store, create_store
 from .agent import Outcome
-from .single import RunSummary, summarise
 from .supervisor import Supervisor
-from .teamfile import load_team_file
+from .teamfile import RoleSpec, TeamFile, load_team_file
 
 
 class NoPrompt(ValueError):
     pass
+
+
+class UnknownAgent(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    outcome: Outcome
+    input_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    cost_usd: float
+    agents: int
 
 
 async def run_team_file(path: Path, *, prompt: str | None, model: str | None, project: Path) -> RunSummary:
@@ -32,8 +49,49 @@ async def run_team_file(path: Path, *, prompt: str | None, model: str | None, pr
     task = prompt or team.prompt
     if not task:
         raise NoPrompt(f"{path}: the team file has no prompt; give one with --prompt")
+    return await run_team(team, task, project=project, definitions=load_definitions(project))
+
+
+async def run_single(
+    prompt: str,
+    *,
+    agent: str,
+    model: str,
+    project: Path,
+    on_ask: str = "deny",
+    max_turns: int | None = None,
+    budget_tokens: int | None = None,
+    budget_usd: float | None = None,
+    on_text: OnText | None = None,
+) -> RunSummary:
+    """``teamrt run --prompt``: the agent ``agent`` as the lead of a team with no roles.
+
+    ``model`` decides: an agent file's model never turns the offline default into Claude.
+    """
     definitions = load_definitions(project)
+    if agent not in definitions:
+        raise UnknownAgent(f"no agent named {agent!r}; known: {', '.join(sorted(definitions))}")
+    lead = RoleSpec("lead", agent, None, None, None, max_turns, None)
+    team = TeamFile(
+        path=project, name=agent, lead=lead, model=model, on_ask=on_ask,
+        budget_tokens=budget_tokens, budget_usd=budget_usd,
+    )  # fmt: skip
+    return await run_team(team, prompt, project=project, definitions=definitions, on_text=on_text)
+
+
+async def run_team(
+    team: TeamFile,
+    task: str,
+    *,
+    project: Path,
+    definitions: dict[str, AgentDefinition],
+    on_text: OnText | None = None,
+) -> RunSummary:
     settings = load_settings()
+    names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
+    models: dict[str, Model] = {}
+    for name in sorted(names):  # a missing key fails here, before a run exists
+        models[name] = open_model(name, settings=settings)
     run_id = home.new_run_id()
     run_dir = home.run_dir(run_id)
     store = create_store(
@@ -42,14 +100,23 @@ async def run_team_file(path: Path, *, prompt: str | None, model: str | None, pr
     )  # fmt: skip
     try:
         supervisor = Supervisor(
-            store=store,
-            run_dir=run_dir,
-            team=team,
-            definitions=definitions,
-            project=project,
-            settings=settings,
-        )
-        outcome: Outcome = await supervisor.run(task)
-        return summarise(run_id, outcome, store)
+            store=store, run_dir=run_dir, team=team, definitions=definitions, project=project,
+            settings=settings, models=models, on_text=on_text,
+        )  # fmt: skip
+        outcome = await supervisor.run(task)
+        return _summary(run_id, outcome, store)
     finally:
         store.close()
+
+
+def _summary(run_id: str, outcome: Outcome, store: Store) -> RunSummary:
+    usage = store.reader.run().usage
+    return RunSummary(
+        run_id,
+        outcome,
+        usage.input_tokens + usage.cache_creation_tokens,
+        usage.cache_read_tokens,
+        usage.output_tokens,
+        usage.cost_usd,
+        len(store.reader.agents()),
+    )
