@@ -63,16 +63,9 @@ def team_project(base: Path) -> Path:
     return project
 
 
-def called(request: SimRequest, tool: str) -> int:
-    return sum(
-        1 for m in request.messages if m["role"] == "assistant" and isinstance(m["content"], list)
-        for b in m["content"] if b.get("type") == "tool_use" and b["name"] == tool
-    )  # fmt: skip
-
-
 def lead_policy(mode: str) -> Any:
     def lead(request: SimRequest) -> Reply:
-        if called(request, "spawn_agent"):
+        if request.calls("spawn_agent"):
             return Reply().say("done")
         reply = Reply()
         if mode == "forks":

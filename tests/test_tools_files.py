@@ -252,17 +252,17 @@ def test_glob_patterns(pattern: str, path: str, matches: bool) -> None:
 
 def test_grep_modes_case_and_file_filter(ctx: ToolContext, ws: Path) -> None:
     (ws / "src").mkdir()
-    (ws / "src/a.py").write_text("import os\nTODO: one\ntodo: two\n")
-    (ws / "b.txt").write_text("TODO: three\n")
-    (ws / "blob.bin").write_bytes(b"TODO\x00binary")
-    assert run(ctx, "grep", pattern="TODO").content == "b.txt\nsrc/a.py"
+    (ws / "src/a.py").write_text("import os\nMARK: one\nmark: two\n")
+    (ws / "b.txt").write_text("MARK: three\n")
+    (ws / "blob.bin").write_bytes(b"MARK\x00binary")
+    assert run(ctx, "grep", pattern="MARK").content == "b.txt\nsrc/a.py"
     assert (
-        run(ctx, "grep", pattern="TODO", output_mode="count", **{"-i": True}).content == "b.txt:1\nsrc/a.py:2"
+        run(ctx, "grep", pattern="MARK", output_mode="count", **{"-i": True}).content == "b.txt:1\nsrc/a.py:2"
     )
     assert (
-        run(ctx, "grep", pattern="TODO", output_mode="content", glob="*.py").content == "src/a.py:2:TODO: one"
+        run(ctx, "grep", pattern="MARK", output_mode="content", glob="*.py").content == "src/a.py:2:MARK: one"
     )
-    assert run(ctx, "grep", pattern="TODO", glob="src/*.py", path=".").content == "src/a.py"
+    assert run(ctx, "grep", pattern="MARK", glob="src/*.py", path=".").content == "src/a.py"
     assert run(ctx, "grep", pattern="two", path="src/a.py").content == "src/a.py"
     assert "not a valid regular expression" in refused(ctx, "grep", pattern="(")
     assert "output_mode must be one of" in refused(ctx, "grep", pattern="x", output_mode="lines")

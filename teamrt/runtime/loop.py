@@ -98,7 +98,8 @@ class AgentLoop:
                     waits = self.env.keep_waiting is not None and self.env.keep_waiting()
                     if not (self.spec.persistent or waits):
                         return await self._end("done", self.answer)
-                    await self._idle()
+                    if not await self._idle():
+                        return await self._end("done", self.answer)
                     continue
                 results = await self._run_tools(response)
                 if self._finishing is not None:
@@ -123,16 +124,23 @@ class AgentLoop:
             mail.append(msg)
         return mail
 
-    async def _idle(self) -> None:
-        """A teammate with nothing to do waits for mail, spending no tokens, and wakes at once."""
-        assert self.env.inbox is not None, "a persistent agent needs an inbox"
+    async def _idle(self) -> bool:
+        """Wait for mail, spending no tokens, and wake at once; False if there is nothing to wait for.
+
+        A parent idles only while a child is busy. It re-checks after saying it idles: a child
+        that went idle just before that could not have told it, and one after will.
+        """
+        assert self.env.inbox is not None, "an agent that idles needs an inbox"
         await self.env.store.set_agent_status(self.spec.name, "idle")
         if self.env.on_idle is not None:
             self.env.on_idle(True)
+        if not self.spec.persistent and not (self.env.keep_waiting is not None and self.env.keep_waiting()):
+            return False
         self._waiting.append(await self.env.inbox.next())
         if self.env.on_idle is not None:
             self.env.on_idle(False)
         await self.env.store.set_agent_status(self.spec.name, "running")
+        return True
 
     def _mail_block(self, msg: Message) -> Block:
         """Mail as the model reads it. A result or control message from a superseded epoch of its

@@ -52,6 +52,16 @@ class Tool(Protocol):
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
 
+def object_schema(properties: dict[str, Any], *required: str) -> dict[str, Any]:
+    """A tool's ``input_schema``: an object of ``properties``, ``required`` ones named, no others."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
 def tool_param(tool: Tool) -> dict[str, Any]:
     """The tool as the Messages API's ``tools`` entry."""
     return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .base import ToolContext, ToolError, ToolResult
+from .base import ToolContext, ToolError, ToolResult, object_schema
 
 READ_LINES = 2000
 """Lines ``read`` shows when no limit is given."""
@@ -55,15 +55,6 @@ WALK_FILES = 50_000
 """A glob or grep looks at no more files than this."""
 _MAX_HOPS = 40
 """Dangling symlinks followed by hand before a path counts as a loop (Linux's own limit)."""
-
-
-def _schema(properties: dict[str, Any], *required: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(required),
-        "additionalProperties": False,
-    }
 
 
 _PATH = "Path relative to the workspace, or absolute."
@@ -279,7 +270,7 @@ class Read:
         f" at most {READ_LINES} lines from `offset`, and lines over {LINE_CHARS} characters are cut."
         " Use offset and limit to page through long files. Binary files are refused."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "file_path": {"type": "string", "description": _PATH},
             "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1 = the first)."},
@@ -332,7 +323,7 @@ class Write:
         "Write a file in the workspace, replacing it whole if it exists; missing parent directories are"
         " created. Prefer edit to change part of an existing file."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "file_path": {"type": "string", "description": _PATH},
             "content": {"type": "string", "description": "The file's complete new text."},
@@ -369,7 +360,7 @@ class Edit:
         " included, and occur exactly once (add surrounding lines to make it unique), unless replace_all"
         " is true, which replaces every occurrence. Read the file first."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "file_path": {"type": "string", "description": _PATH},
             "old_string": {"type": "string", "description": "The exact text to replace."},
@@ -491,7 +482,7 @@ class Glob:
         " of directories (`**/*.py`: every Python file), `{a,b}` either. The pattern is relative to"
         f" path. At most {GLOB_RESULTS} files are listed; .git and the run directory are skipped."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "pattern": {"type": "string", "description": "Glob pattern, such as `src/**/*.ts`."},
             "path": {"type": "string", "description": _DIR},
@@ -551,7 +542,7 @@ class Grep:
         f" matches file names anywhere). Binary files, files over {GREP_FILE_BYTES // 2**20} MiB, .git"
         f" and the run directory are skipped; at most {GREP_FILES} files or {GREP_LINES} lines are shown."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "pattern": {"type": "string", "description": "Python regular expression."},
             "path": {

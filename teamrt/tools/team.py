@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from .base import ToolContext, ToolError, ToolResult
+from .base import ToolContext, ToolError, ToolResult, object_schema
 
 KINDS = ("fork", "team")
 
@@ -36,10 +36,6 @@ class Team(Protocol):
     def list_tasks(self) -> str: ...
 
     def accept_shutdown(self, agent: str, reason: str) -> None: ...
-
-
-def _schema(properties: dict[str, Any], *required: str) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(required)}
 
 
 _REQUIRED = object()
@@ -76,7 +72,7 @@ class SpawnAgent(_TeamTool):
         " returns when each child has answered: a fork's final answer, a teammate's first answer (it stays"
         " available). Otherwise each child's end arrives later as mail."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "kind": {"type": "string", "enum": list(KINDS)},
             "directives": {"type": "array", "items": {"type": "string"}, "description": "one per child"},
@@ -104,7 +100,7 @@ class SpawnAgent(_TeamTool):
 class SendMessage(_TeamTool):
     name = "send_message"
     description = "Send a message to another agent of the team by name. It is delivered at once, durably."
-    input_schema = _schema(
+    input_schema = object_schema(
         {"to": {"type": "string"}, "body": {"type": "string"}, "summary": {"type": "string"}}, "to", "body"
     )
 
@@ -116,7 +112,7 @@ class SendMessage(_TeamTool):
 class Broadcast(_TeamTool):
     name = "broadcast"
     description = "Send the same message to every other agent of the team."
-    input_schema = _schema({"body": {"type": "string"}, "summary": {"type": "string"}}, "body")
+    input_schema = object_schema({"body": {"type": "string"}, "summary": {"type": "string"}}, "body")
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         sent = self.team.broadcast(ctx.agent, _get(input, "body", str), _get(input, "summary", str, ""))
@@ -126,7 +122,7 @@ class Broadcast(_TeamTool):
 class TaskCreate(_TeamTool):
     name = "task_create"
     description = "Add a task to the team's shared list; blocked_by lists task ids that must be done first."
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "subject": {"type": "string"},
             "description": {"type": "string"},
@@ -146,7 +142,7 @@ class TaskCreate(_TeamTool):
 class TaskClaim(_TeamTool):
     name = "task_claim"
     description = "Claim an open task whose blockers are done. Only one agent can hold a task."
-    input_schema = _schema({"task_id": {"type": "integer"}}, "task_id")
+    input_schema = object_schema({"task_id": {"type": "integer"}}, "task_id")
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult(await self.team.claim_task(ctx.agent, _get(input, "task_id", int)))
@@ -155,7 +151,7 @@ class TaskClaim(_TeamTool):
 class TaskUpdate(_TeamTool):
     name = "task_update"
     description = "Set a task's status: open, in_progress or done."
-    input_schema = _schema(
+    input_schema = object_schema(
         {
             "task_id": {"type": "integer"},
             "status": {"type": "string", "enum": ["open", "in_progress", "done"]},
@@ -172,7 +168,7 @@ class TaskUpdate(_TeamTool):
 class TaskList(_TeamTool):
     name = "task_list"
     description = "List the team's tasks with status, owner and what blocks them."
-    input_schema = _schema({})
+    input_schema = object_schema({})
     read_only = True
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -182,7 +178,7 @@ class TaskList(_TeamTool):
 class RequestShutdown(_TeamTool):
     name = "request_shutdown"
     description = "Ask a teammate to finish. It answers by mail: accepted, or rejected with a reason."
-    input_schema = _schema({"agent": {"type": "string"}, "reason": {"type": "string"}}, "agent")
+    input_schema = object_schema({"agent": {"type": "string"}, "reason": {"type": "string"}}, "agent")
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         agent, reason = _get(input, "agent", str), _get(input, "reason", str, "the work is done")
@@ -197,7 +193,7 @@ class RespondShutdown(_TeamTool):
         "Answer a shutdown request: accept (you finish after this turn) or reject with a reason"
         " (for example, work still in progress)."
     )
-    input_schema = _schema(
+    input_schema = object_schema(
         {"request_id": {"type": "string"}, "to": {"type": "string"}, "accept": {"type": "boolean"},
          "reason": {"type": "string"}},
         "to", "accept",

@@ -83,6 +83,16 @@ class SimRequest:
                 )
         return outcomes
 
+    def calls(self, tool: str) -> int:
+        """How often the conversation's assistant turns called ``tool`` (a fork's count its parent's)."""
+        return sum(
+            1
+            for m in self.params["messages"]
+            if m.get("role") == "assistant"
+            for b in message_blocks(m)
+            if b.get("type") == "tool_use" and b.get("name") == tool
+        )
+
     def all_text(self) -> str:
         """Every text and tool-result text in the conversation, for policies that search it."""
         parts = []
