@@ -134,9 +134,10 @@ class AgentLoop:
         await self.env.store.set_agent_status(self.spec.name, "idle")
         if self.env.on_idle is not None:
             self.env.on_idle(True)
-        if not self.spec.persistent and not (self.env.keep_waiting is not None and self.env.keep_waiting()):
+        if self.spec.persistent or (self.env.keep_waiting is not None and self.env.keep_waiting()):
+            self._waiting.append(await self.env.inbox.next())
+        elif not self._mail_waiting():  # a child's last report may have come in meanwhile
             return False
-        self._waiting.append(await self.env.inbox.next())
         if self.env.on_idle is not None:
             self.env.on_idle(False)
         await self.env.store.set_agent_status(self.spec.name, "running")

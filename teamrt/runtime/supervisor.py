@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +58,8 @@ class Member:
     settled: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     """Resolved when the agent first has nothing to do: it idles (a teammate) or ends."""
     busy: bool = True
+    background: bool = False
+    """Started without its parent waiting: its end goes to the parent as ``result`` mail."""
     """Working or about to (mail delivered); False while it idles. A parent waits while a child is busy."""
 
 
@@ -240,6 +241,8 @@ class Supervisor:
                     outcome = await self._run_with_restarts(member, task)
             member.busy = False
             member.done.set_result(outcome)
+            if member.background:  # in the same step, so a parent that sees it done finds the mail
+                self._report(member, outcome)
             if not member.settled.done():
                 member.settled.set_result(None)
 
@@ -314,9 +317,8 @@ class Supervisor:
             )  # fmt: skip
             children.append((child, directive))
         for child, directive in children:
+            child.background = not wait
             self._start(child, self._first_turn(caller, child, directive))
-            if not wait:
-                child.done.add_done_callback(functools.partial(self._report, child))
         await self.store.append_event(
             "spawn", {"kind": kind, "children": [c.name for c, _ in children]}, agent=parent
         )
@@ -342,9 +344,8 @@ class Supervisor:
         ]
         return [*placeholders, {"type": "text", "text": directive}]
 
-    def _report(self, child: Member, done: asyncio.Future[Outcome]) -> None:
+    def _report(self, child: Member, outcome: Outcome) -> None:
         """A background child's final answer, as a ``result`` mail to its parent."""
-        outcome = done.result()
         if child.parent is None or child.parent not in self.members:
             return
         body = outcome.answer or f"(no answer; {outcome.status}: {outcome.reason})"
