@@ -120,6 +120,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stop.add_argument("run", metavar="RUN", help="the run's id")
     stop.add_argument("agent", metavar="AGENT", nargs="?", help="the agent to stop (default: the whole run)")
+    apply = commands.add_parser(
+        "apply",
+        help="bring a finished run's integration branch onto your current branch",
+        description="Fast-forward your current branch to the run's integration branch (teamrt/RUN),"
+        " or merge it when your branch has moved on (after you confirm, or with --yes). Refused when"
+        " your working tree has uncommitted changes; a conflicting merge is undone.",
+    )
+    apply.add_argument("run", metavar="RUN", help="the run's id")
+    apply.add_argument("--yes", action="store_true", help="make a merge commit without asking")
+    gc = commands.add_parser(
+        "gc",
+        help="remove the worktrees and branches of finished runs",
+        description="For every finished run: remove its worktrees and its agents' branches, and its"
+        " integration branch once applied. Live and crashed runs are left alone.",
+    )
+    gc.add_argument("--force", action="store_true", help="delete integration branches not yet applied too")
     return parser
 
 
@@ -152,6 +168,8 @@ def _run(args: argparse.Namespace) -> int:
         return _run_one(args)
     if args.command in ("ls", "show", "send", "stop"):
         return _inspect(args)
+    if args.command in ("apply", "gc"):
+        return _git_command(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse allows no other
 
 
@@ -162,7 +180,7 @@ def _run_one(args: argparse.Namespace) -> int:
     from .agents import DefinitionError
     from .models import ModelConfigError
     from .runtime.teamfile import TeamFileError
-    from .runtime.teamrun import NoPrompt, UnknownAgent, run_single, run_team_file
+    from .runtime.teamrun import BranchTaken, NoPrompt, UnknownAgent, run_single, run_team_file
     from .store import StoreError
 
     if args.teamfile is None and not args.prompt:
@@ -171,8 +189,9 @@ def _run_one(args: argparse.Namespace) -> int:
     try:
         if args.teamfile is not None:
             work = run_team_file(
-                Path(args.teamfile), prompt=args.prompt, model=args.model, project=Path.cwd()
-            )
+                Path(args.teamfile), prompt=args.prompt, model=args.model, project=Path.cwd(),
+                on_notice=lambda line: print(line, file=sys.stderr),
+            )  # fmt: skip
         else:
             work = run_single(
                 args.prompt,
@@ -186,7 +205,9 @@ def _run_one(args: argparse.Namespace) -> int:
                 on_text=None if args.quiet else _echo,
             )
         result = asyncio.run(work)
-    except (DefinitionError, UnknownAgent, ModelConfigError, StoreError, TeamFileError, NoPrompt) as e:
+    except (
+        DefinitionError, UnknownAgent, ModelConfigError, StoreError, TeamFileError, NoPrompt, BranchTaken,
+    ) as e:  # fmt: skip
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     outcome = result.outcome
@@ -241,6 +262,47 @@ def _inspect(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
     except (home.UnknownRun, runs.RunsError, StoreError) as e:
+        print(f"teamrt: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _git_command(args: argparse.Namespace) -> int:
+    """``apply`` and ``gc``: a run's branches and worktrees in the user's repository."""
+    from . import home, runs
+    from .store import StoreError
+    from .worktree.apply import ApplyError, apply, collect, plan_apply
+    from .worktree.git import GitError
+
+    try:
+        if args.command == "gc":
+            for summary in runs.list_runs(home.runs_path()):
+                if summary.status in ("done", "failed", "stopped"):
+                    run_dir = home.existing_run_dir(summary.id)
+                    with runs.reading(run_dir, summary.id) as reader:
+                        run, agents = reader.run(), reader.agents()
+                    branches = [a.branch for a in agents if a.branch]
+                    for line in collect(run, run_dir, branches, force=args.force):
+                        print(line)
+            return 0
+        run_dir = home.existing_run_dir(args.run)
+        with runs.reading(run_dir, args.run) as reader:
+            run = reader.run()
+        status = runs.run_status(run)
+        if status in ("running", runs.CRASHED):
+            raise ApplyError(f"run {run.id} is {status}; apply it once it has ended")
+        plan = plan_apply(run)
+        if plan.how == "merge" and not args.yes:
+            question = (
+                f"{plan.branch} has moved on since run {run.id} started; merge {plan.integration} into it?"
+            )
+            if not sys.stdin.isatty():
+                raise ApplyError(f"{question} Run again with --yes to make the merge commit")
+            if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+                print("teamrt: nothing was changed", file=sys.stderr)
+                return EXIT_FAILED
+        print(apply(plan))
+    except (home.UnknownRun, runs.RunsError, StoreError, ApplyError, GitError) as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     return 0

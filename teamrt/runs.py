@@ -22,6 +22,7 @@ from .mailbox import Mailbox, Message, is_name
 from .mailbox.message import preview
 from .store import (
     AgentRecord,
+    MergeRecord,
     RunNotFound,
     RunRecord,
     StoreError,
@@ -150,6 +151,7 @@ def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[st
         agents = reader.agents()
         turns = {a.name: reader.turns(a.name) for a in agents}
         tasks = reader.tasks()
+        merges = reader.merges()
     status = run_status(run)
     lines = _header(run, status, now)
     tree = _tree(agents)
@@ -162,6 +164,24 @@ def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[st
         lines += [f"    {line}" for line in _first_lines(text)]
     if tasks:
         lines += ["", "tasks", *_task_table(tasks)]
+    return lines + _worktree_lines(run, agents, merges)
+
+
+def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[MergeRecord]) -> list[str]:
+    """The merge queue's entries and the worktrees still on disk (kept ones: work not merged)."""
+    lines = []
+    if merges:
+        rows = [("AGENT", "BRANCH", "STATUS", "ATTEMPTS", "COMMIT")]
+        rows += [
+            (m.agent, m.branch, m.status, str(m.attempts), (m.merged_commit or "-")[:12]) for m in merges
+        ]
+        branch = run.settings.get("integration_branch", "?")
+        lines += ["", f"merges onto {branch} (teamrt apply {run.id} brings it onto your branch)"]
+        lines += [f"  {line}" for line in _table(rows, right=(3,))]
+    kept = [a for a in agents if a.kind == "worktree" and a.workspace and Path(a.workspace).exists()]
+    if kept:
+        lines += ["", "worktrees kept"]
+        lines += [f"  {a.name}: {a.workspace} (branch {a.branch})" for a in kept]
     return lines
 
 

@@ -70,6 +70,7 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
         deny=("Bash(rm:*)",),
         ask=(),
         gates=("pytest -q",),
+        gate_timeout=600.0,
         integration_branch="teamrt/integration",
     )
     assert list(team.roles) == ["researcher", "critic"]
@@ -153,6 +154,7 @@ def test_both_example_teams_exist(tmp_path: Path) -> None:
         ("[roles.researcher]\nbudget_dollars = 1\n", "[roles.researcher] unknown key 'budget_dollars' (did"),
         ("[permissions]\nallowed = []\n", "[permissions] unknown key 'allowed' (did you mean 'allow'?)"),
         ("[merge]\ngate = []\n", "[merge] unknown key 'gate' (did you mean 'gates'?)"),
+        ("[merge]\ngate_timeout = 0\n", "[merge] gate_timeout must be a positive integer, not 0"),
         ("[roles.researcher.extra]\n", "[roles.researcher] unknown key 'extra'"),
     ],
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,8 @@ class AgentEnv:
     """Told True when the agent starts waiting for mail, False when mail wakes it."""
     current_epoch: Callable[[str], int | None] | None = None
     """The epoch an agent runs under now (None: not an agent of this run), to spot superseded mail."""
+    after_tools: Callable[[list[str]], Awaitable[None]] | None = None
+    """Called with the names of a turn's tools once they have run (a worktree's overlap check)."""
 
 
 @dataclass(frozen=True)

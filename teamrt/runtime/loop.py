@@ -74,11 +74,19 @@ class AgentLoop:
         self._finishing = reason
 
     async def run(self, task: str | list[Block] | None = None) -> Outcome:
-        """Run to the end. ``task``: the first user turn's text, or its blocks (a fork's)."""
+        """Run to the end. ``task``: the first user turn's text, or its blocks (a fork's).
+
+        Run again after it ended (a worktree agent whose merge failed), it goes on from the mail
+        that woke it, waiting for that mail if it has not come yet.
+        """
         self._task = asyncio.current_task()
         results: list[FinishedCall] = []
         start: list[Block] = [{"type": "text", "text": task}] if isinstance(task, str) else list(task or [])
         try:
+            ended = not start and self.messages and self.messages[-1]["role"] == "assistant"
+            if ended and not self._mail_waiting():
+                assert self.env.inbox is not None, "an agent run again needs an inbox"
+                self._waiting.append(await self.env.inbox.next())
             while True:
                 mail = self._take_mail()
                 blocks = [r.result[0] for r in results] + start + [self._mail_block(m) for m in mail]
@@ -102,6 +110,8 @@ class AgentLoop:
                         return await self._end("done", self.answer)
                     continue
                 results = await self._run_tools(response)
+                if self.env.after_tools is not None:
+                    await self.env.after_tools([call["name"] for call in response.tool_uses])
                 if self._finishing is not None:
                     await self._append_user([r.result[0] for r in results], [], results)
                     return await self._end("done", self.answer, self._finishing)

@@ -11,6 +11,11 @@ list unchanged, its messages up to and including the spawning assistant
 turn, and the same placeholder result for every call of that turn; only
 their directive differs, so they share one prompt-cache entry. A fork may
 not spawn (its tools list stays its parent's, or the cache is lost).
+
+Worktree children get a checkout of their own (``teamrt.worktree``); when one
+finishes, its work is landed through the merge queue before its parent hears
+of it, and a conflict or a red gate sends it back to work, by mail. Forks and
+teammates work in their parent's workspace.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.permissions import Permissions
 from ..tools.registry import builtin_tools
 from ..tools.team import describe_tasks, team_tools
+from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import policy_asker
 from .budget import Budget
@@ -58,9 +64,13 @@ class Member:
     settled: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     """Resolved when the agent first has nothing to do: it idles (a teammate) or ends."""
     busy: bool = True
+    """Working or about to (mail delivered); False while it idles. A parent waits while a child is busy."""
     background: bool = False
     """Started without its parent waiting: its end goes to the parent as ``result`` mail."""
-    """Working or about to (mail delivered); False while it idles. A parent waits while a child is busy."""
+    checkout: Checkout | None = None
+    """A worktree agent's own checkout."""
+    landing: bool = False
+    """A worktree agent whose work is going through the merge queue (a stop cancels that)."""
 
 
 class Supervisor:
@@ -76,8 +86,10 @@ class Supervisor:
         sim: Any = None,
         models: dict[str, Model] | None = None,
         on_text: OnText | None = None,
+        worktrees: Worktrees | None = None,
     ) -> None:
-        """``models``: clients already open, by name; ``on_text``: where the lead's text streams."""
+        """``models``: clients already open, by name; ``on_text``: where the lead's text streams;
+        ``worktrees``: the run's worktree agents (None: the project is not a git repository)."""
         self.store = store
         self.run_dir = run_dir
         self.team = team
@@ -92,6 +104,7 @@ class Supervisor:
         self.members: dict[str, Member] = {}
         self.models: dict[str, Model] = dict(models or {})
         self._on_text = on_text
+        self.worktrees = worktrees
         self.run_budget = Budget("run", team.budget_tokens, team.budget_usd)
         self.asker = policy_asker(team.on_ask)
         self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self)}
@@ -109,7 +122,7 @@ class Supervisor:
             outcome = await lead.done
             for member in list(self.members.values()):
                 if not member.done.done():
-                    member.loop.stop("the run ended")
+                    self._stop(member, "the run ended")
             await asyncio.gather(*(m.done for m in self.members.values()), return_exceptions=True)
             await self.store.set_run_status(outcome.status, outcome.reason)
             return outcome
@@ -119,6 +132,8 @@ class Supervisor:
                 member.inbox.close()
             for model in self.models.values():
                 await model.aclose()
+            if self.worktrees is not None:
+                await self.worktrees.close()
             self.watcher.close()
             self.mailbox.close()
 
@@ -131,8 +146,13 @@ class Supervisor:
                     target = msg.data.get("agent")
                     for member in self.members.values():
                         if target in (None, member.name) and not member.done.done():
-                            member.loop.stop(f"stopped by {msg.sender}")
+                            self._stop(member, f"stopped by {msg.sender}")
                 inbox.ack(msg)
+
+    def _stop(self, member: Member, reason: str) -> None:
+        member.loop.stop(reason)
+        if member.landing and member.task is not None:
+            member.task.cancel()
 
     def model(self, name: str) -> Model:
         """One client per model name, shared by the agents that use it."""
@@ -155,6 +175,21 @@ class Supervisor:
         definition = self.definitions[role.agent]
         model_name = fork_of.loop.spec.model_name if fork_of else (role.model or self.team.model)
         budget = Budget(f"agent {name}", role.budget_tokens, role.budget_usd)
+        checkout = None
+        if parent is None:
+            tools = ToolContext(
+                workspace=self.project, run_dir=self.run_dir, extra_roots=(self.run_dir / "spill",)
+            )
+        elif kind == "worktree":
+            assert self.worktrees is not None
+            checkout = await self.worktrees.create(name, parent)
+            tools = ToolContext(
+                workspace=checkout.workspace, run_dir=self.run_dir, extra_roots=(self.run_dir / "spill",),
+                env=checkout.env(self.worktrees.repo), readable=(self.worktrees.repo.git_dir,),
+                writable=checkout.writable,
+            )  # fmt: skip
+        else:  # forks and teammates work where their parent does
+            tools = self.members[parent].loop.env.tools
         await self.store.add_agent(
             name,
             kind=kind,
@@ -162,7 +197,8 @@ class Supervisor:
             parent=parent,
             role=role.name,
             definition=dataclasses.asdict(definition),
-            workspace=str(self.project),
+            workspace=str(tools.workspace),
+            branch=checkout.branch if checkout else None,
             budget_tokens=role.budget_tokens,
             budget_usd=role.budget_usd,
         )
@@ -186,9 +222,7 @@ class Supervisor:
             )
         env = AgentEnv(
             store=self.store,
-            tools=ToolContext(
-                workspace=self.project, run_dir=self.run_dir, extra_roots=(self.run_dir / "spill",)
-            ),
+            tools=tools,
             spill_dir=self.run_dir / "spill",
             asker=self.asker,
             budgets=[budget, self.run_budget],
@@ -199,13 +233,15 @@ class Supervisor:
             ),
             on_idle=lambda idle: self._set_busy(name, not idle),
             current_epoch=lambda agent: self.members[agent].loop.epoch if agent in self.members else None,
+            after_tools=(lambda tools: self._check_overlap(name, tools)) if checkout else None,
         )
         messages = list(fork_of.loop.messages) if fork_of else None
         if messages:
             await self.store.append_turn(name, epoch=epoch, role="compaction", content=messages)
         member = Member(
-            name, kind, parent, depth, AgentLoop(spec, env, epoch=epoch, messages=messages), inbox
-        )
+            name, kind, parent, depth, AgentLoop(spec, env, epoch=epoch, messages=messages), inbox,
+            checkout=checkout,
+        )  # fmt: skip
         self.members[name] = member
         return member
 
@@ -239,6 +275,8 @@ class Supervisor:
             else:
                 async with self._slots:
                     outcome = await self._run_with_restarts(member, task)
+                    if member.checkout is not None:
+                        outcome = await self._land(member, outcome)
             member.busy = False
             member.done.set_result(outcome)
             if member.background:  # in the same step, so a parent that sees it done finds the mail
@@ -266,6 +304,59 @@ class Supervisor:
                 await asyncio.sleep(RESTART_BACKOFF_S * 2**attempt)
                 task = await self._restart(member, why)
         raise AssertionError("unreachable")
+
+    async def _land(self, member: Member, outcome: Outcome) -> Outcome:
+        """Land a worktree agent's work: merged (or nothing to merge), or back to it by mail to fix,
+        at most ``MAX_ATTEMPTS`` times; an agent that ends otherwise keeps its work on its branch."""
+        assert self.worktrees is not None and member.checkout is not None
+        name, worktrees = member.name, self.worktrees
+        title = _title(outcome.answer) or f"work of {name}"
+        for attempt in itertools.count(1):
+            if outcome.status != "done":
+                kept = await worktrees.keep(name, title)
+                return dataclasses.replace(outcome, reason=f"{outcome.reason}; {kept}")
+            await self.store.set_agent_status(name, "merging")
+            member.landing = True
+            try:
+                landing = await worktrees.land(name, title, attempt)
+            except asyncio.CancelledError:
+                kept = await worktrees.keep(name, title)
+                reason = f"stopped while merging; {kept}"
+                await self.store.set_agent_status(name, "stopped", reason)
+                return Outcome("stopped", outcome.answer, member.loop.turns, reason)
+            except GitError as e:
+                reason = f"its work could not be committed: {e}"
+                await self.store.set_agent_status(name, "failed", reason)
+                return Outcome("failed", outcome.answer, member.loop.turns, reason)
+            finally:
+                member.landing = False
+            if landing.status in ("merged", "empty"):
+                await worktrees.remove(name)
+                await self.store.set_agent_status(name, "done", landing.message)
+                return Outcome("done", outcome.answer, member.loop.turns, landing.message)
+            if attempt == MAX_ATTEMPTS:
+                kept = await worktrees.keep(name, title)
+                reason = f"not merged after {MAX_ATTEMPTS} attempts ({landing.status}); {kept}"
+                await self.store.set_agent_status(name, "failed", reason)
+                answer = f"{outcome.answer}\n\nThe last attempt:\n{landing.message}".strip()
+                return Outcome("failed", answer, member.loop.turns, reason)
+            self.send(SUPERVISOR, name, landing.message, summary=f"merge {landing.status}, attempt {attempt}")
+            await self.store.set_agent_status(name, "running")
+            outcome = await self._run_with_restarts(member, None)
+        raise AssertionError("unreachable")
+
+    async def _check_overlap(self, name: str, tools: list[str]) -> None:
+        """After a turn that may have changed files: tell both agents and the lead of files now shared."""
+        if self.worktrees is None or not FILE_TOOLS.intersection(tools):
+            return
+        for other, files in (await self.worktrees.changed(name)).items():
+            text = (
+                f"{name} and {other} have both changed {', '.join(files)}. Agree who changes what"
+                " (send_message) before either of you finishes, or the second merge will conflict."
+            )
+            for to in dict.fromkeys((name, other, "lead")):
+                if to in self.members and not self.members[to].done.done():
+                    self.send(SUPERVISOR, to, text, summary=f"overlap: {name} and {other}")
 
     async def _restart(self, member: Member, why: str) -> list[Block] | None:
         """A fresh loop for ``member`` from its kept turns; calls left without a result get an error."""
@@ -302,19 +393,27 @@ class Supervisor:
             )
         if len(self.members) + len(directives) > self.team.max_agents:
             raise ToolError(f"the run may have {self.team.max_agents} agents; it has {len(self.members)}")
-        if kind == "team":
+        if kind == "worktree" and self.worktrees is None:
+            raise ToolError(
+                f"worktree agents need a git repository with a commit; {self.project} is not in one"
+            )
+        if kind in ("team", "worktree"):
             if role is None or role not in self.team.roles:
                 raise ToolError(f"role must be one of: {', '.join(sorted(self.team.roles)) or '(none)'}")
             spec_role = self.team.roles[role]
         else:
             spec_role = dataclasses.replace(self.team.lead, name="fork", agent=self.team.lead.agent)
-        children = []
+        children: list[tuple[Member, str]] = []
         for directive in directives:
             name = self._name(f"{parent}-fork" if kind == "fork" else role or "mate")
-            child = await self._add(
-                spec_role, name, kind=kind, parent=parent, depth=caller.depth + 1,
-                fork_of=caller if kind == "fork" else None,
-            )  # fmt: skip
+            try:
+                child = await self._add(
+                    spec_role, name, kind=kind, parent=parent, depth=caller.depth + 1,
+                    fork_of=caller if kind == "fork" else None,
+                )  # fmt: skip
+            except GitError as e:
+                await self._abandon([c for c, _ in children], f"not started: {e}")
+                raise ToolError(f"could not create a worktree for {name}: {e}") from e
             children.append((child, directive))
         for child, directive in children:
             child.background = not wait
@@ -335,7 +434,23 @@ class Supervisor:
             return f"{head}\n{o.answer or '(no answer)'}"
         return f"## {child.name}: idle; reach it with send_message\n{child.loop.answer or '(no answer)'}"
 
+    async def _abandon(self, members: list[Member], reason: str) -> None:
+        """Children added but never started, because a later one of the same spawn failed."""
+        for member in members:
+            await self.store.set_agent_status(member.name, "failed", reason)
+            member.busy = False
+            member.done.set_result(Outcome("failed", "", 0, reason))
+            member.settled.set_result(None)
+
     def _first_turn(self, parent: Member, child: Member, directive: str) -> str | list[Block]:
+        if child.checkout is not None and self.worktrees is not None:
+            gates = ", ".join(f"`{g}`" for g in self.team.gates) or "none"
+            return (
+                f"You work in your own git worktree, {child.checkout.workspace}, a detached checkout of"
+                f" {child.checkout.base[:12]}. Commit there if you like; when you finish, teamrt commits"
+                f" the rest and merges your work onto {self.worktrees.integration} once its gates"
+                f" ({gates}) pass. Write only inside your worktree.\n\n{directive}"
+            )
         if child.kind != "fork":
             return directive
         calls = [b for b in parent.loop.messages[-1]["content"] if b.get("type") == "tool_use"]
@@ -396,3 +511,9 @@ class Supervisor:
 
     def accept_shutdown(self, agent: str, reason: str) -> None:
         self.members[agent].loop.finish_after_turn(reason)
+
+
+def _title(answer: str) -> str:
+    """A commit title from an agent's answer: its first line that says something, shortened."""
+    line = next((x.strip(" #*-") for x in answer.splitlines() if x.strip(" #*-")), "")
+    return line if len(line) <= 72 else line[:69] + "..."

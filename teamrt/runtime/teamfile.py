@@ -35,7 +35,8 @@ lead alone on ``sim``. A full example::
 
     [merge]
     gates = ["pytest -q"]         # run on the integration branch before a worktree branch is merged
-    integration_branch = "teamrt/integration"   # default: teamrt/<run>
+    gate_timeout = 600            # seconds each gate may take (default 600)
+    integration_branch = "teamrt/integration"   # default: teamrt/<run>; must not exist when the run starts
 
 Agents are looked up in ``load_definitions(project)``. A role may not be named
 ``lead``, and role names become parts of agent names, so they follow the
@@ -80,7 +81,7 @@ TEAM_KEYS = (
 )
 ROLE_KEYS = ("agent", "model", "budget_tokens", "budget_usd", "max_turns", "permission_mode")
 PERMISSION_KEYS = ("allow", "deny", "ask")
-MERGE_KEYS = ("gates", "integration_branch")
+MERGE_KEYS = ("gates", "integration_branch", "gate_timeout")
 SECTIONS = ("team", "lead", "roles", "permissions", "merge")
 
 
@@ -122,6 +123,7 @@ class TeamFile:
     """Merge-gate commands run for worktree agents' branches."""
     integration_branch: str | None = None
     """None: ``teamrt/<run>``."""
+    gate_timeout: float = 600.0
 
 
 class TeamFileError(ValueError):
@@ -168,6 +170,8 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
     merge = _Table(path, "merge", raw.get("merge", {}), MERGE_KEYS)
     settings["gates"] = merge.texts("gates")
     settings["integration_branch"] = merge.branch("integration_branch")
+    timeout = merge.count("gate_timeout")
+    settings["gate_timeout"] = None if timeout is None else float(timeout)
     team_file = TeamFile(  # an absent key keeps the dataclass's default
         path=path,
         name=team.text("name") or path.stem,

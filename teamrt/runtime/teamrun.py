@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from ..models import Model, open_model
 from ..models.types import OnText
 from ..settings import load_settings
 from ..store import Store, create_store
+from ..worktree import GitRepo, Worktrees
 from .agent import Outcome
 from .supervisor import Supervisor
 from .teamfile import RoleSpec, TeamFile, load_team_file
@@ -25,6 +27,14 @@ class UnknownAgent(ValueError):
     pass
 
 
+class BranchTaken(ValueError):
+    """The team file's integration branch exists already."""
+
+
+Notice = Callable[[str], None]
+"""Where a run says what the user should know as it starts (the CLI: stderr)."""
+
+
 @dataclass(frozen=True)
 class RunSummary:
     run_id: str
@@ -36,7 +46,9 @@ class RunSummary:
     agents: int
 
 
-async def run_team_file(path: Path, *, prompt: str | None, model: str | None, project: Path) -> RunSummary:
+async def run_team_file(
+    path: Path, *, prompt: str | None, model: str | None, project: Path, on_notice: Notice | None = None
+) -> RunSummary:
     """Run the team of ``path`` on ``prompt`` (default: the file's); ``model`` replaces every role's model."""
     team = load_team_file(path, project=project)
     if model is not None:
@@ -49,7 +61,9 @@ async def run_team_file(path: Path, *, prompt: str | None, model: str | None, pr
     task = prompt or team.prompt
     if not task:
         raise NoPrompt(f"{path}: the team file has no prompt; give one with --prompt")
-    return await run_team(team, task, project=project, definitions=load_definitions(project))
+    return await run_team(
+        team, task, project=project, definitions=load_definitions(project), on_notice=on_notice
+    )
 
 
 async def run_single(
@@ -86,27 +100,54 @@ async def run_team(
     project: Path,
     definitions: dict[str, AgentDefinition],
     on_text: OnText | None = None,
+    on_notice: Notice | None = None,
 ) -> RunSummary:
     settings = load_settings()
+    repo = GitRepo.find(project)
+    base = repo.head() if repo else None
+    if repo and team.integration_branch and repo.tip(team.integration_branch):
+        raise BranchTaken(
+            f"{team.path}: the integration branch {team.integration_branch!r} exists already;"
+            " delete it, or name another in [merge] integration_branch"
+        )
     names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
     models: dict[str, Model] = {}
     for name in sorted(names):  # a missing key fails here, before a run exists
         models[name] = open_model(name, settings=settings)
     run_id = home.new_run_id()
     run_dir = home.run_dir(run_id)
+    integration = team.integration_branch or f"teamrt/{run_id}"
     store = create_store(
-        run_dir, run_id, task=task, workdir=str(project),
+        run_dir, run_id, task=task, workdir=str(project), base_head=base,
+        settings={"integration_branch": integration, "gates": list(team.gates)} if base else {},
         budget_tokens=team.budget_tokens, budget_usd=team.budget_usd,
     )  # fmt: skip
     try:
+        worktrees = None
+        if repo is not None and base is not None:
+            worktrees = Worktrees(
+                repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=base, project=project,
+                integration=integration, gates=team.gates, gate_timeout=team.gate_timeout,
+            )  # fmt: skip
+            if team.roles and on_notice is not None:
+                _tell_if_dirty(repo, base, on_notice)
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=definitions, project=project,
-            settings=settings, models=models, on_text=on_text,
+            settings=settings, models=models, on_text=on_text, worktrees=worktrees,
         )  # fmt: skip
         outcome = await supervisor.run(task)
         return _summary(run_id, outcome, store)
     finally:
         store.close()
+
+
+def _tell_if_dirty(repo: GitRepo, base: str, on_notice: Notice) -> None:
+    changed = repo.run("status", "--porcelain=v1", "--untracked-files=normal").splitlines()
+    if changed:
+        on_notice(
+            f"teamrt: note: your working tree has {len(changed)} uncommitted change(s); worktree agents"
+            f" start from HEAD ({base[:12]}) and will not see them"
+        )
 
 
 def _summary(run_id: str, outcome: Outcome, store: Store) -> RunSummary:

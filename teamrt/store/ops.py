@@ -23,6 +23,7 @@ from .errors import InvalidTransition, NotFound, TaskUnavailable
 from .records import (
     AGENT_KINDS,
     AGENT_STATUSES,
+    MERGE_STATUSES,
     ROLES,
     RUN_STATUSES,
     TASK_STATUSES,
@@ -31,6 +32,7 @@ from .records import (
     AgentRecord,
     FinishedCall,
     IngestedMail,
+    MergeRecord,
     NewEvent,
     Owner,
     RunRecord,
@@ -481,3 +483,66 @@ def update_task(conn: Connection, run: str, task_id: int, status: str, by: str) 
     )
     append_event(conn, run, "task.updated", by, {"task": task_id, "status": status})
     return _task(conn, run, task_id)
+
+
+# -- the merge queue -----------------------------------------------------------------
+
+
+def _merge(conn: Connection, run: str, agent: str) -> MergeRecord | None:
+    row = conn.execute(
+        select(t.merge_queue).where(t.merge_queue.c.run_id == run, t.merge_queue.c.agent == agent)
+    ).first()
+    return None if row is None else t.merge_record(row)
+
+
+def queue_merge(conn: Connection, run: str, agent: str, branch: str, head: str) -> MergeRecord:
+    """Queue ``agent``'s branch at ``head``: its first attempt, or the next one after a verdict."""
+    now = time.time()
+    entry = _merge(conn, run, agent)
+    if entry is None:
+        _insert(
+            conn,
+            insert(t.merge_queue).values(
+                run_id=run,
+                agent=agent,
+                branch=branch,
+                head=head,
+                status="queued",
+                attempts=1,
+                output=None,
+                merged_commit=None,
+                created_at=now,
+                updated_at=now,
+            ),
+        )
+    else:
+        conn.execute(
+            update(t.merge_queue)
+            .where(t.merge_queue.c.id == entry.id)
+            .values(head=head, status="queued", attempts=entry.attempts + 1, output=None, updated_at=now)
+        )
+    queued = _merge(conn, run, agent)
+    assert queued is not None
+    append_event(conn, run, "merge.queued", agent, {"head": head, "attempt": queued.attempts})
+    return queued
+
+
+def set_merge_status(
+    conn: Connection, run: str, agent: str, status: str, output: str | None, merged_commit: str | None
+) -> MergeRecord:
+    _check(status, MERGE_STATUSES, "merge status")
+    entry = _merge(conn, run, agent)
+    if entry is None:
+        raise NotFound("merge", agent)
+    conn.execute(
+        update(t.merge_queue)
+        .where(t.merge_queue.c.id == entry.id)
+        .values(status=status, output=output, merged_commit=merged_commit, updated_at=time.time())
+    )
+    data: dict[str, Any] = {"head": entry.head, "attempt": entry.attempts}
+    if merged_commit:
+        data["commit"] = merged_commit
+    append_event(conn, run, f"merge.{status}", agent, data)
+    updated = _merge(conn, run, agent)
+    assert updated is not None
+    return updated

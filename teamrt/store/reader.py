@@ -19,7 +19,16 @@ from . import migrate
 from . import tables as t
 from .errors import NotFound, RunNotFound, SchemaTooNew, SchemaTooOld
 from .ownership import OwnerLock
-from .records import AgentRecord, EventRecord, MailRecord, RunRecord, TaskRecord, ToolCallRecord, TurnRecord
+from .records import (
+    AgentRecord,
+    EventRecord,
+    MailRecord,
+    MergeRecord,
+    RunRecord,
+    TaskRecord,
+    ToolCallRecord,
+    TurnRecord,
+)
 
 
 class StoreReader:
@@ -115,6 +124,12 @@ class StoreReader:
         for task_id, blocker_id in blockers:
             by_task.setdefault(task_id, []).append(blocker_id)
         return [t.task_record(r, by_task.get(r._mapping["id"], [])) for r in rows]
+
+    def merges(self) -> list[MergeRecord]:
+        queue = t.merge_queue
+        query = select(queue).where(queue.c.run_id == self.run_id).order_by(queue.c.id)
+        with self._read() as conn:
+            return [t.merge_record(r) for r in conn.execute(query).all()]
 
     def events(self, after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
         query = (

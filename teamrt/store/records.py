@@ -10,6 +10,9 @@ AGENT_KINDS = ("lead", "fork", "worktree", "team")
 AGENT_STATUSES = ("pending", "running", "idle", "merging", "done", "failed", "stopped")
 ROLES = ("user", "assistant", "compaction")  # compaction: the messages that replace all before it
 TASK_STATUSES = ("open", "in_progress", "done")
+# A worktree branch in the merge queue: queued -> merging -> merged | conflict | red;
+# conflict and red go back to the agent, whose next finish queues it again (attempts + 1).
+MERGE_STATUSES = ("queued", "merging", "merged", "conflict", "red")
 
 # The tool-call journal (DESIGN.md): pending -> running -> done | error | interrupted.
 # pending -> error is a call refused before it ran (denied, invalid input);
@@ -190,3 +193,19 @@ class EventRecord:
     agent: str | None
     kind: str
     data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MergeRecord:
+    """One worktree agent's way through the merge queue (one row per agent; ``attempts`` counts)."""
+
+    id: int
+    agent: str
+    branch: str
+    head: str
+    status: str
+    attempts: int
+    output: str | None
+    merged_commit: str | None
+    created_at: float
+    updated_at: float

@@ -24,6 +24,7 @@ from .records import (
     AgentRecord,
     FinishedCall,
     IngestedMail,
+    MergeRecord,
     NewEvent,
     Owner,
     TaskRecord,
@@ -212,6 +213,25 @@ class Store:
     ) -> int:
         return await self.write(
             functools.partial(ops.append_event, run=self.run_id, kind=kind, agent=agent, data=data or {})
+        )
+
+    async def queue_merge(self, agent: str, branch: str, head: str) -> MergeRecord:
+        return await self.write(
+            functools.partial(ops.queue_merge, run=self.run_id, agent=agent, branch=branch, head=head)
+        )
+
+    async def set_merge_status(
+        self, agent: str, status: str, *, output: str | None = None, merged_commit: str | None = None
+    ) -> MergeRecord:
+        return await self.write(
+            functools.partial(
+                ops.set_merge_status,
+                run=self.run_id,
+                agent=agent,
+                status=status,
+                output=output,
+                merged_commit=merged_commit,
+            )
         )
 
     async def set_run_status(self, status: str, reason: str | None = None) -> None:

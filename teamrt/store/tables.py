@@ -12,6 +12,7 @@ from .records import (
     AgentRecord,
     EventRecord,
     MailRecord,
+    MergeRecord,
     Owner,
     ProcessRecord,
     RunRecord,
@@ -31,6 +32,7 @@ mail: Table = Base.metadata.tables["mail"]
 tasks: Table = Base.metadata.tables["tasks"]
 task_blockers: Table = Base.metadata.tables["task_blockers"]
 events: Table = Base.metadata.tables["events"]
+merge_queue: Table = Base.metadata.tables["merge_queue"]
 
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens", "cost_usd")
 
@@ -83,3 +85,7 @@ def task_record(row: Row[Any], blocked_by: Iterable[int]) -> TaskRecord:
 
 def event_record(row: Row[Any]) -> EventRecord:
     return _record(EventRecord, row)
+
+
+def merge_record(row: Row[Any]) -> MergeRecord:
+    return _record(MergeRecord, row)

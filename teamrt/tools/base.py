@@ -10,7 +10,7 @@ bug and fails the agent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,6 +35,12 @@ class ToolContext:
     on_process: OnProcess | None = None
     extra_roots: tuple[Path, ...] = field(default=())
     """Further directories file tools may read (never write)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables added to the environment of the programs tools run (a worktree's git settings)."""
+    readable: tuple[Path, ...] = field(default=())
+    """Directories sandboxed programs must see even under the private /tmp (a worktree's repository)."""
+    writable: tuple[Path, ...] = field(default=())
+    """Directories outside the workspace that sandboxed programs may write (a worktree's git metadata)."""
 
 
 @dataclass(frozen=True)

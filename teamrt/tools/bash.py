@@ -13,11 +13,13 @@ import asyncio
 import codecs
 import os
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..procs import kill_group
 from .base import OnProcess, ToolContext, ToolError, ToolResult
+from .gitguard import git_escape
 from .sandbox import Sandbox, default_sandbox
 
 DEFAULT_TIMEOUT = 120.0
@@ -68,8 +70,13 @@ class Bash:
         if not isinstance(command, str) or not command.strip():
             raise ToolError("bash: command must be a non-empty string")
         timeout = _timeout(input.get("timeout", DEFAULT_TIMEOUT))
-        argv = (self.sandbox or default_sandbox()).argv(command, ctx.workspace, ctx.run_dir)
-        code, output = await run_in_group(argv, ctx.workspace, timeout, ctx.on_process)
+        escape = git_escape(command, ctx.workspace)
+        if escape is not None:
+            raise ToolError(f"bash: refused: {escape}")
+        argv = (self.sandbox or default_sandbox()).argv(
+            command, ctx.workspace, ctx.run_dir, ctx.writable, ctx.readable
+        )
+        code, output = await run_in_group(argv, ctx.workspace, timeout, ctx.on_process, ctx.env)
         text = output or "(no output)"
         if code is None:
             return ToolResult(
@@ -102,7 +109,11 @@ def tool_env() -> dict[str, str]:
 
 
 async def run_in_group(
-    argv: list[str], cwd: Path, timeout: float, on_process: OnProcess | None = None
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    on_process: OnProcess | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[int | None, str]:
     """Run ``argv`` in a new session with stdin from /dev/null: (exit code or None on timeout, capped output).
 
@@ -116,7 +127,7 @@ async def run_in_group(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
     try:
-        proc = await _start(argv, cwd, write_fd)
+        proc = await _start(argv, cwd, write_fd, {**tool_env(), **(env or {})})
         pump = asyncio.create_task(_pump(reader, output))
         try:
             code = await _supervise(proc, timeout, on_process)
@@ -128,13 +139,15 @@ async def run_in_group(
     return code, output.text()
 
 
-async def _start(argv: list[str], cwd: Path, stdout_fd: int) -> asyncio.subprocess.Process:
+async def _start(
+    argv: list[str], cwd: Path, stdout_fd: int, env: dict[str, str]
+) -> asyncio.subprocess.Process:
     """Start ``argv`` writing stdout and stderr to ``stdout_fd``, which is closed here."""
     try:
         return await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
-            env=tool_env(),
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=stdout_fd,
             stderr=asyncio.subprocess.STDOUT,

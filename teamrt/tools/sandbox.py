@@ -49,17 +49,26 @@ class Sandbox:
     def confined(self) -> bool:
         return self.bwrap is not None
 
-    def argv(self, command: str, workspace: Path, run_dir: Path) -> list[str]:
+    def argv(
+        self,
+        command: str,
+        workspace: Path,
+        run_dir: Path,
+        writable: tuple[Path, ...] = (),
+        readable: tuple[Path, ...] = (),
+    ) -> list[str]:
         shell = ["/bin/bash", "-c", command]
         if self.bwrap is None:
             if not self._warned:
                 print(WARNING, file=sys.stderr)
                 self._warned = True
             return shell
-        return [self.bwrap, *bwrap_options(workspace, run_dir), "--", *shell]
+        return [self.bwrap, *bwrap_options(workspace, run_dir, writable, readable), "--", *shell]
 
 
-def bwrap_options(workspace: Path, run_dir: Path) -> list[str]:
+def bwrap_options(
+    workspace: Path, run_dir: Path, writable: tuple[Path, ...] = (), readable: tuple[Path, ...] = ()
+) -> list[str]:
     """bwrap's options: all read-only but the workspace, fresh /dev, /proc and /tmp, own PID namespace.
 
     Order matters: later mounts cover earlier ones, so the workspace (which may
@@ -74,6 +83,10 @@ def bwrap_options(workspace: Path, run_dir: Path) -> list[str]:
     options += ["--bind", ws, ws]
     if os.path.isdir(home) and Path(home).is_relative_to(ws):
         options += ["--ro-bind", home, home]
+    for how, paths in (("--ro-bind", readable), ("--bind", writable)):
+        for path in paths:
+            real = os.path.realpath(path)
+            options += [how, real, real]
     return [*options, "--unshare-pid", "--die-with-parent", "--chdir", ws]
 
 

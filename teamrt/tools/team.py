@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from .base import ToolContext, ToolError, ToolResult, object_schema
 
-KINDS = ("fork", "team")
+KINDS = ("fork", "worktree", "team")
 
 
 class Team(Protocol):
@@ -67,16 +67,20 @@ class SpawnAgent(_TeamTool):
     name = "spawn_agent"
     description = (
         "Start sub-agents. kind 'fork': copies of you with your whole context, one per directive, for"
-        " parallel investigation; they answer and end. kind 'team': a long-lived teammate of the given role"
-        " with its own context, reached by send_message. With wait true (the default for forks) this call"
-        " returns when each child has answered: a fork's final answer, a teammate's first answer (it stays"
-        " available). Otherwise each child's end arrives later as mail."
+        " parallel investigation; they answer and end. kind 'worktree': an agent of the given role per"
+        " directive, each in its own git worktree and branch cut from your committed HEAD; when it finishes,"
+        " its work is committed and merged onto the run's integration branch once the team's gates pass"
+        " (a conflict or a failing gate goes back to it to fix). kind 'team': a long-lived teammate of the"
+        " given role, in your workspace, with its own context, reached by send_message. With wait true (the"
+        " default for forks and worktree agents) this call returns when each child has answered: a fork's"
+        " final answer, a worktree agent's answer once merged (or given up), a teammate's first answer (it"
+        " stays available). Otherwise each child's end arrives later as mail."
     )
     input_schema = object_schema(
         {
             "kind": {"type": "string", "enum": list(KINDS)},
             "directives": {"type": "array", "items": {"type": "string"}, "description": "one per child"},
-            "role": {"type": "string", "description": "for kind 'team': the role to start"},
+            "role": {"type": "string", "description": "for kinds 'worktree' and 'team': the role to start"},
             "wait": {"type": "boolean"},
         },
         "kind",
@@ -90,7 +94,7 @@ class SpawnAgent(_TeamTool):
         directives = _get(input, "directives", list)
         if not directives or not all(isinstance(d, str) and d.strip() for d in directives):
             raise ToolError("directives must be a non-empty list of non-empty strings")
-        wait = _get(input, "wait", bool, kind == "fork")
+        wait = _get(input, "wait", bool, kind != "team")
         role = _get(input, "role", str, None)
         return ToolResult(
             await self.team.spawn(ctx.agent, kind=kind, role=role, directives=directives, wait=wait)

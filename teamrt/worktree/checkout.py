@@ -1,0 +1,166 @@
+"""A worktree agent's checkout: a detached git worktree with a private object store.
+
+Layout: ``runs/<run>/worktrees/<agent>`` is the checkout, ``runs/<run>/objects/<agent>``
+the objects its commits write, ``.git/worktrees/<name>`` its git metadata.
+
+The agent's sandbox may write only its checkout and the git metadata that
+checkout needs. The repository's object store and its refs are shared with
+the user, so they stay read-only: git in the sandbox writes new objects to
+the private store (``GIT_OBJECT_DIRECTORY``, with the repository's store as
+an alternate for reading), and the checkout is detached, so a commit moves
+only its own HEAD. The agent commits as it likes; ``teamrt`` sets the branch
+``teamrt/<run>-<agent>`` when it lands the work, after bringing its objects
+into the repository with ``pack-objects | index-pack`` (which checks every
+object's hash). Commands teamrt runs *inside* a checkout (committing what is
+left, merging the integration branch in) run in the agent's sandbox, since
+the checkout's content is the agent's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..tools.bash import run_in_group
+from ..tools.sandbox import Sandbox
+from .git import GitError, GitRepo, status_paths
+
+GIT_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Checkout:
+    agent: str
+    path: Path
+    admin: Path
+    """``.git/worktrees/<name>``: its HEAD, index and logs."""
+    objects: Path
+    branch: str
+    base: str
+    """The commit it was cut from."""
+    subdir: str = ""
+    """Where the run's project lies in the repository ('' at its root): the agent's workspace."""
+
+    @property
+    def workspace(self) -> Path:
+        return self.path / self.subdir if self.subdir else self.path
+
+    @property
+    def writable(self) -> tuple[Path, ...]:
+        return (self.admin, self.objects)
+
+    def env(self, repo: GitRepo) -> dict[str, str]:
+        """What git needs, in the sandbox and out: the private store, and the agent as author."""
+        who, email = f"{self.agent} (teamrt)", f"{self.agent}@teamrt.invalid"
+        return {
+            "GIT_OBJECT_DIRECTORY": str(self.objects),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(repo.objects),
+            "GIT_AUTHOR_NAME": who,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": who,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "gc.auto",
+            "GIT_CONFIG_VALUE_0": "0",
+        }
+
+
+def create(repo: GitRepo, run_dir: Path, agent: str, branch: str, base: str, subdir: str) -> Checkout:
+    path = run_dir / "worktrees" / agent
+    objects = run_dir / "objects" / agent
+    (objects / "pack").mkdir(parents=True, exist_ok=True)
+    (objects / "info").mkdir(exist_ok=True)
+    path.parent.mkdir(exist_ok=True)
+    admin = repo.add_worktree(path, base)
+    return Checkout(agent, path, admin, objects, branch, base, subdir)
+
+
+def head(repo: GitRepo, checkout: Checkout) -> str:
+    return repo.run("rev-parse", "--verify", "HEAD^{commit}", cwd=checkout.path, env=checkout.env(repo))
+
+
+def changed_paths(repo: GitRepo, checkout: Checkout) -> set[str]:
+    """Files the agent changed since its base, committed or not, relative to the repository's root."""
+    env = checkout.env(repo)
+    status = repo.run(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", cwd=checkout.path, env=env, strip=False
+    )
+    paths = set(status_paths(status))
+    committed = repo.run("diff", "--name-only", "-z", checkout.base, "HEAD", cwd=checkout.path, env=env)
+    paths.update(p for p in committed.split("\0") if p)
+    return paths
+
+
+def ship(repo: GitRepo, checkout: Checkout) -> str:
+    """Bring the checkout's commits into the repository and point its branch at them; its HEAD."""
+    sha = head(repo, checkout)
+    if not repo.has_object(sha):
+        with tempfile.TemporaryFile() as revs, tempfile.TemporaryFile() as pack:
+            revs.write(f"{sha}\n^{checkout.base}\n".encode())
+            revs.seek(0)
+            repo.run("pack-objects", "--revs", "--stdout", "-q", cwd=repo.git_dir,
+                     env=checkout.env(repo), stdin=revs, stdout=pack)  # fmt: skip
+            pack.seek(0)
+            repo.run("index-pack", "--stdin", cwd=repo.git_dir, stdin=pack)
+    repo.set_branch(checkout.branch, sha)
+    return sha
+
+
+async def commit_all(
+    repo: GitRepo, checkout: Checkout, message: str, sandbox: Sandbox, run_dir: Path
+) -> None:
+    """Commit whatever the agent left uncommitted (a merge in progress too), in its sandbox."""
+    script = (
+        'git add -A && if [ -f "$(git rev-parse --git-path MERGE_HEAD)" ] || ! git diff --cached --quiet;'
+        ' then git commit -q --no-verify -m "$TEAMRT_MESSAGE"; fi'
+    )
+    await _in_sandbox(repo, checkout, script, sandbox, run_dir, {"TEAMRT_MESSAGE": message})
+
+
+async def merge_in(repo: GitRepo, checkout: Checkout, commit: str, sandbox: Sandbox, run_dir: Path) -> str:
+    """Merge ``commit`` into the checkout in its sandbox, leaving conflicts marked; git's output."""
+    script = 'git merge --no-edit -m "$TEAMRT_MESSAGE" "$TEAMRT_COMMIT"'
+    env = {"TEAMRT_MESSAGE": f"Merge the integration branch at {commit[:12]}", "TEAMRT_COMMIT": commit}
+    return await _in_sandbox(repo, checkout, script, sandbox, run_dir, env, check=False)
+
+
+def conflicted(repo: GitRepo, checkout: Checkout) -> list[str]:
+    out = repo.run("diff", "--name-only", "--diff-filter=U", cwd=checkout.path, env=checkout.env(repo))
+    return sorted(set(out.splitlines()))
+
+
+def marked(checkout: Checkout, files: list[str]) -> list[str]:
+    """Those of ``files`` that still hold a conflict marker line."""
+    left = []
+    for name in files:
+        try:
+            text = (checkout.path / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in text.splitlines()):
+            left.append(name)
+    return left
+
+
+def remove(repo: GitRepo, checkout: Checkout) -> None:
+    repo.remove_worktree(checkout.path)
+    shutil.rmtree(checkout.objects, ignore_errors=True)
+
+
+async def _in_sandbox(
+    repo: GitRepo,
+    checkout: Checkout,
+    script: str,
+    sandbox: Sandbox,
+    run_dir: Path,
+    extra: dict[str, str],
+    check: bool = True,
+) -> str:
+    argv = sandbox.argv(script, checkout.path, run_dir, checkout.writable, (repo.git_dir,))
+    env = {**checkout.env(repo), **extra}
+    code, output = await run_in_group(argv, checkout.path, GIT_TIMEOUT, env=env)
+    if check and code != 0:
+        raise GitError(f"git in {checkout.agent}'s worktree failed ({code}): {output.strip()[:500]}")
+    return output

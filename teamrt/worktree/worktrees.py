@@ -1,0 +1,154 @@
+"""The worktree agents of one run: their checkouts, the overlap warning, and landing their work.
+
+A worktree agent is cut from its parent's checkout (its committed HEAD) or,
+for the children of an agent without one, from the run's starting HEAD.
+When it finishes, what it left uncommitted is committed, its branch is set,
+and the merge queue integrates it behind the gates. A conflict or a red gate
+becomes a message for the agent (after a conflict its checkout has the
+integration branch merged in, with the conflicts marked), and the agent
+goes on; after ``MAX_ATTEMPTS`` its parent hears that it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..store import Store
+from ..tools.sandbox import default_sandbox
+from . import checkout as co
+from .checkout import Checkout
+from .git import GitRepo
+from .overlap import Overlaps
+from .queue import MergeQueue
+
+MAX_ATTEMPTS = 3
+FILE_TOOLS = frozenset({"write", "edit", "bash"})
+"""The tools after which an agent's changed files are compared with the others'."""
+GATE_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Landing:
+    status: str
+    """``merged``, ``empty`` (nothing changed), ``conflict`` or ``red``."""
+    message: str
+    """For the agent when it must try again; else for its parent."""
+
+
+class Worktrees:
+    def __init__(
+        self,
+        *,
+        repo: GitRepo,
+        store: Store,
+        run_dir: Path,
+        run_id: str,
+        base: str,
+        project: Path,
+        integration: str,
+        gates: tuple[str, ...],
+        gate_timeout: float = GATE_TIMEOUT,
+    ) -> None:
+        self.repo = repo
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.base = base
+        self.subdir = str(project.resolve().relative_to(repo.root)).removeprefix(".")
+        self.integration = integration
+        self.sandbox = default_sandbox()
+        self.queue = MergeQueue(
+            repo=repo, store=store, run_dir=run_dir, branch=integration, base=base, gates=gates,
+            gate_timeout=gate_timeout, sandbox=self.sandbox,
+        )  # fmt: skip
+        self.overlaps = Overlaps()
+        self.checkouts: dict[str, Checkout] = {}
+        self._conflicted: dict[str, list[str]] = {}
+        self._git = asyncio.Lock()  # one change to the repository's worktrees, refs or objects at a time
+
+    def branch_for(self, agent: str) -> str:
+        return f"teamrt/{self.run_id}-{agent}"
+
+    async def create(self, agent: str, parent: str | None) -> Checkout:
+        """``agent``'s checkout, cut from ``parent``'s HEAD if it has one, else from the run's base."""
+        async with self._git:
+            base = self.base
+            if parent in self.checkouts:
+                base = await asyncio.to_thread(co.ship, self.repo, self.checkouts[parent])
+            checkout = await asyncio.to_thread(
+                co.create, self.repo, self.run_dir, agent, self.branch_for(agent), base, self.subdir
+            )
+        self.checkouts[agent] = checkout
+        return checkout
+
+    async def changed(self, agent: str) -> dict[str, list[str]]:
+        """The files ``agent`` now shares with other live worktree agents, newly, by agent."""
+        paths = await asyncio.to_thread(co.changed_paths, self.repo, self.checkouts[agent])
+        return self.overlaps.update(agent, paths)
+
+    async def land(self, agent: str, title: str, attempt: int) -> Landing:
+        """Commit what ``agent`` left, set its branch, and put it through the merge queue."""
+        checkout = self.checkouts[agent]
+        left = co.marked(checkout, self._conflicted.get(agent, []))
+        if left:
+            return Landing(
+                "conflict",
+                f"Conflict markers are still in {', '.join(left)}. Resolve them, then finish again"
+                f" (attempt {attempt} of {MAX_ATTEMPTS}).",
+            )
+        head = await self._commit(checkout, title)
+        if head == checkout.base:
+            return Landing("empty", "no changes to merge")
+        verdict = await self.queue.land(agent, checkout.branch, head, title)
+        if verdict.status == "merged":
+            assert verdict.commit is not None
+            return Landing("merged", f"merged onto {self.integration} at {verdict.commit[:12]}")
+        again = (
+            "Finish again when it is fixed; teamrt commits and queues it"
+            f" (attempt {attempt} of {MAX_ATTEMPTS})."
+        )
+        if verdict.status == "red":
+            return Landing(
+                "red",
+                f"Your branch {checkout.branch} was not merged onto {self.integration}: a gate failed."
+                f" Fix it in your worktree. {again}\n\n{verdict.output}",
+            )
+        tip = await self.queue.tip()
+        merged_in = await co.merge_in(self.repo, checkout, tip, self.sandbox, self.run_dir)
+        files = await asyncio.to_thread(co.conflicted, self.repo, checkout)
+        self._conflicted[agent] = files
+        how = (
+            f"teamrt merged {self.integration} into your worktree; resolve the conflict markers in"
+            f" {', '.join(files)}, keeping what both sides meant."
+            if files
+            else f"teamrt merged {self.integration} into your worktree cleanly; check the result."
+        )
+        return Landing(
+            "conflict",
+            f"Your branch {checkout.branch} conflicts with {self.integration} in"
+            f" {', '.join(verdict.files) or 'some files'}. {how} {again}"
+            f"\n\n{verdict.output}\n{merged_in}".rstrip(),
+        )
+
+    async def keep(self, agent: str, title: str) -> str:
+        """Commit and branch what an agent that will not be merged leaves; where it is kept."""
+        checkout = self.checkouts[agent]
+        self.overlaps.forget(agent)
+        await self._commit(checkout, title)
+        return f"its work is kept on branch {checkout.branch} (worktree {checkout.path})"
+
+    async def remove(self, agent: str) -> None:
+        """Remove a landed agent's checkout (its branch stays until ``teamrt gc``)."""
+        self.overlaps.forget(agent)
+        checkout = self.checkouts.pop(agent)
+        async with self._git:
+            await asyncio.to_thread(co.remove, self.repo, checkout)
+
+    async def close(self) -> None:
+        await self.queue.close()
+
+    async def _commit(self, checkout: Checkout, title: str) -> str:
+        await co.commit_all(self.repo, checkout, f"{checkout.agent}: {title}", self.sandbox, self.run_dir)
+        async with self._git:
+            return await asyncio.to_thread(co.ship, self.repo, checkout)

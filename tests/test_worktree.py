@@ -1,0 +1,453 @@
+"""Worktree agents and the gated merge queue, with real git repositories, on ``sim``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import FAST
+from gitrepo import IDENTITY, git, make_repo, run_worktree_team, snapshot
+
+from teamrt.agents import load_definitions
+from teamrt.cli import main
+from teamrt.models import Reply
+from teamrt.models.sim import SimRequest, SimServer, shared_server
+from teamrt.runtime.supervisor import Supervisor
+from teamrt.runtime.teamfile import load_team_file
+from teamrt.runtime.teamrun import BranchTaken, run_team
+from teamrt.store import create_store
+from teamrt.tools.sandbox import default_sandbox
+
+# CI installs bubblewrap (.ci/run); there a missing one fails the sandbox's tests instead of skipping them.
+needs_bwrap = pytest.mark.skipif(
+    not default_sandbox().confined and not os.environ.get("CI"), reason="bubblewrap (bwrap) is not installed"
+)
+
+CHECK = f"{sys.executable} check.py"
+APP = "def add(a, b):\n    return a - b\n"
+CHECK_PY = "import app\nassert app.add(2, 3) == 5, f'add(2, 3) gave {app.add(2, 3)}'\nprint('check ok')\n"
+
+
+def team_toml(gates: list[str]) -> str:
+    listed = ", ".join(f"'{g}'" for g in gates)
+    permissions = "[permissions]\nallow = ['Bash']\n"
+    return f"[team]\nmodel = 'sim'\n[roles.coder]\n{permissions}[merge]\ngates = [{listed}]\n"
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer(record=True) as server:
+        yield server
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    repo = make_repo(
+        tmp_path / "project",
+        {"app.py": APP, "check.py": CHECK_PY, "README": "hello\n", "team.toml": team_toml([CHECK])},
+    )
+    return repo
+
+
+def lead_spawning(*directives: str):  # type: ignore[no-untyped-def]
+    def lead(request: SimRequest) -> Reply:
+        if not request.calls("spawn_agent"):
+            return Reply().call(
+                "spawn_agent", {"kind": "worktree", "role": "coder", "directives": list(directives)}
+            )
+        return Reply().say(
+            "Lead: " + request.tool_outcomes[0].output if request.tool_outcomes else "Lead: done"
+        )
+
+    return lead
+
+
+def fixing_coder(first: str, second: str = "a + b"):  # type: ignore[no-untyped-def]
+    """Reads app.py, writes ``first`` as the body of add, finishes; told a gate failed, writes ``second``."""
+
+    def coder(request: SimRequest) -> Reply:
+        text = request.last_user_text
+        if request.turns == 0:
+            return Reply().call("read", {"file_path": "app.py"})
+        if request.calls("edit") == 0:
+            return Reply().call("edit", {"file_path": "app.py", "old_string": "a - b", "new_string": first})
+        if "a gate failed" in text:
+            return Reply().call("edit", {"file_path": "app.py", "old_string": first, "new_string": second})
+        return Reply().say(f"Fixed add: it returns {second if request.calls('edit') > 1 else first}.")
+
+    return coder
+
+
+def test_green_change_is_merged_and_the_users_tree_is_untouched(project: Path, sim: SimServer) -> None:
+    (project / "README").write_text("hello, edited by the user\n")  # a dirty tree: worktrees do not see it
+    (project / "notes.txt").write_text("untracked\n")
+    before = snapshot(project)
+    sim.policies.update({"lead": lead_spawning("Fix add in app.py."), "coder": fixing_coder("a + b")})
+    outcome, store = run_worktree_team(project, sim, "Fix the bug.")
+    assert outcome.status == "done", outcome
+    assert snapshot(project) == before
+    assert git(project, "show", "teamrt/r1:app.py") == "def add(a, b):\n    return a + b"
+    assert git(project, "show", "teamrt/r1:README") == "hello", "the user's uncommitted edit stays theirs"
+    merges = store.reader.merges()
+    assert [(m.agent, m.status, m.attempts) for m in merges] == [("coder", "merged", 1)]
+    assert git(project, "rev-parse", "teamrt/r1") == merges[0].merged_commit
+    assert "check ok" in (merges[0].output or "")
+    coder = store.reader.agent("coder")
+    assert (coder.kind, coder.status, coder.branch) == ("worktree", "done", "teamrt/r1-coder")
+    assert not Path(coder.workspace or "").exists(), "a merged agent's worktree is removed"
+    assert "merged onto teamrt/r1" in outcome.answer
+
+
+def test_a_red_gate_comes_back_as_mail_and_the_fix_is_merged(project: Path, sim: SimServer) -> None:
+    sim.policies.update({"lead": lead_spawning("Fix add in app.py."), "coder": fixing_coder("a * b")})
+    outcome, store = run_worktree_team(project, sim, "Fix the bug.")
+    assert outcome.status == "done", outcome
+    [merge] = store.reader.merges()
+    assert (merge.status, merge.attempts) == ("merged", 2)
+    assert git(project, "show", "teamrt/r1:app.py").endswith("return a + b")
+    [verdict] = [m for m in store.reader.mail("coder") if m.message["summary"].startswith("merge")]
+    body = verdict.message["body"]
+    assert "a gate failed" in body and "add(2, 3) gave 6" in body and "exit code 1" in body
+    kinds = [e.kind for e in store.reader.events() if e.agent == "coder" and e.kind.startswith("merge.")]
+    assert kinds == [
+        "merge.queued",
+        "merge.merging",
+        "merge.red",
+        "merge.queued",
+        "merge.merging",
+        "merge.merged",
+    ]
+    history = [git(project, "show", "-s", "--format=%an", f"teamrt/r1^2~{n}") for n in range(2)]
+    assert history == ["coder (teamrt)", "coder (teamrt)"], "both attempts are the agent's commits"
+
+
+def greeter(request: SimRequest) -> Reply:
+    """Writes greet.txt in its language; after a conflict, writes both greetings, markers gone."""
+    word = "Bonjour" if "French" in request.all_text() else "Hallo"
+    if request.calls("write") == 0:
+        return Reply().call("write", {"file_path": "greet.txt", "content": f"{word}\n"})
+    if "conflict markers in greet.txt" in request.last_user_text:
+        return Reply().call("read", {"file_path": "greet.txt"})
+    outcomes = request.tool_outcomes
+    if outcomes and outcomes[0].name == "read" and "<<<<<<<" in outcomes[0].output:
+        return Reply().call("write", {"file_path": "greet.txt", "content": "Bonjour\nHallo\n"})
+    return Reply().say(f"greet.txt says {word}.")
+
+
+def test_a_conflict_comes_back_with_markers_and_is_resolved(tmp_path: Path, sim: SimServer) -> None:
+    project = make_repo(
+        tmp_path / "project", {"greet.txt": "Hello\n", "team.toml": team_toml(["test -s greet.txt"])}
+    )
+    sim.policies.update(
+        {"lead": lead_spawning("Say hello in French.", "Say hello in German."), "coder": greeter}
+    )
+    outcome, store = run_worktree_team(project, sim, "Translate.")
+    assert outcome.status == "done", outcome
+    merges = {m.agent: m for m in store.reader.merges()}
+    assert sorted((m.status, m.attempts) for m in merges.values()) == [("merged", 1), ("merged", 2)]
+    second = next(name for name, m in merges.items() if m.attempts == 2)
+    [verdict] = [m for m in store.reader.mail(second) if m.message["summary"].startswith("merge")]
+    body = verdict.message["body"]
+    assert "conflicts with teamrt/r1 in greet.txt" in body and "CONFLICT (content)" in body
+    assert git(project, "show", "teamrt/r1:greet.txt") == "Bonjour\nHallo"
+    assert git(project, "show", "main:greet.txt") == "Hello"
+
+
+def overlapper(request: SimRequest) -> Reply:
+    """Edits one end of shared.txt, then works on until warned of the overlap (at most 60 turns)."""
+    top = "top" in request.all_text()
+    if request.calls("edit") == 0:
+        return Reply().call("read", {"file_path": "shared.txt"}).call(
+            "edit",
+            {"file_path": "shared.txt", "old_string": "line 1\n" if top else "line 20\n",
+             "new_string": "line 1 changed\n" if top else "line 20 changed\n"},
+        )  # fmt: skip
+    if "have both changed shared.txt" in request.all_text():
+        return Reply().say("Done; I was warned that shared.txt is shared.")
+    if request.turns > 60:
+        return Reply().say("Done; never warned.")
+    return Reply().call("bash", {"command": "sleep 0.05"})
+
+
+def test_overlapping_edits_are_warned_before_either_finishes(tmp_path: Path, sim: SimServer) -> None:
+    lines = "".join(f"line {n}\n" for n in range(1, 21))
+    project = make_repo(tmp_path / "project", {"shared.txt": lines, "team.toml": team_toml([])})
+    sim.policies.update(
+        {"lead": lead_spawning("Change the top of shared.txt.", "Change the bottom."), "coder": overlapper}
+    )
+    outcome, store = run_worktree_team(project, sim, "Edit.")
+    assert outcome.status == "done", outcome
+    assert outcome.answer.count("I was warned that shared.txt is shared") == 2
+    for agent in ("coder", "coder-1", "lead"):
+        warned = [m for m in store.reader.mail(agent) if m.message["summary"] == "overlap: coder-1 and coder"
+                  or m.message["summary"] == "overlap: coder and coder-1"]  # fmt: skip
+        assert len(warned) == 1, agent
+        assert "coder and coder-1 have both changed shared.txt" in warned[0].message["body"] or (
+            "coder-1 and coder have both changed shared.txt" in warned[0].message["body"]
+        )
+    assert sorted(m.status for m in store.reader.merges()) == ["merged", "merged"]
+    merged = git(project, "show", "teamrt/r1:shared.txt").splitlines()
+    assert merged[0] == "line 1 changed" and merged[-1] == "line 20 changed"
+
+
+INSIDE = "git commit -qm inside && git log -1 --format=%s"
+
+
+def escaper(project: Path):  # type: ignore[no-untyped-def]
+    """Tries to write and commit outside its worktree in every plain way, then commits inside it."""
+    attempts = [
+        ("write", {"file_path": str(project / "app.py"), "content": "hacked\n"}),
+        ("bash", {"command": f"echo hacked > {project}/app.py"}),
+        ("bash", {"command": f"git -C {project} commit --allow-empty -m sneaky"}),
+        ("bash", {"command": f"GIT_DIR={project}/.git git update-ref refs/heads/main HEAD"}),
+        ("bash", {"command": f"cd {project} && git commit --allow-empty -m sneaky"}),
+        ("bash", {"command": "git update-ref refs/heads/main HEAD"}),
+        ("bash", {"command": f"echo mine > mine.txt && git add . && {INSIDE}"}),
+    ]  # fmt: skip
+
+    def coder(request: SimRequest) -> Reply:
+        if request.turns < len(attempts):
+            name, input = attempts[request.turns]
+            return Reply().call(name, input)
+        return Reply().say("tried")
+
+    return coder
+
+
+@pytest.fixture
+def project_off_tmp() -> Iterator[Path]:
+    """A project outside /tmp: the sandbox gives every command a private /tmp, which would hide
+    (not refuse) a write to a project there."""
+    root = Path(tempfile.mkdtemp(prefix="teamrt-test-", dir=Path.home()))
+    try:
+        yield make_repo(root / "project", {"app.py": APP, "team.toml": team_toml([])})
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@needs_bwrap
+def test_writes_and_commits_outside_the_worktree_are_refused(project_off_tmp: Path, sim: SimServer) -> None:
+    project = project_off_tmp
+    before = snapshot(project)
+    sim.policies.update({"lead": lead_spawning("Escape."), "coder": escaper(project)})
+    outcome, store = run_worktree_team(project, sim, "Try.")
+    assert outcome.status == "done", outcome
+    results = [c for c in store.reader.tool_calls("coder")]
+    said = [(c.status, json.dumps(c.result)) for c in results]
+    assert [s for s, _ in said] == ["error"] * 6 + ["done"], said
+    assert "outside" in said[0][1]
+    assert "Read-only file system" in said[1][1]
+    assert "points git outside your workspace" in said[2][1] and "GIT_DIR" in said[3][1]
+    assert "Read-only file system" in said[4][1] or "insufficient permission" in said[4][1]
+    assert "cannot lock ref" in said[5][1] or "Read-only" in said[5][1]
+    assert "inside" in said[6][1]
+    assert snapshot(project) == before
+    assert git(project, "show", "teamrt/r1:mine.txt") == "mine"
+    assert git(project, "log", "-1", "--format=%s", "teamrt/r1^2") == "inside"
+
+
+# -- apply, show and gc ----------------------------------------------------------------
+
+
+@pytest.fixture
+def home(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``teamrt`` commands see the runs ``run_worktree_team`` makes, and act as the user in git."""
+    monkeypatch.setenv("TEAMRT_HOME", str(project / ".teamrt"))
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
+    return project / ".teamrt"
+
+
+def teamrt(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def green_run(project: Path, sim: SimServer) -> None:
+    sim.policies.update({"lead": lead_spawning("Fix add in app.py."), "coder": fixing_coder("a + b")})
+    outcome, _ = run_worktree_team(project, sim, "Fix the bug.")
+    assert outcome.status == "done", outcome
+
+
+def test_apply_fast_forwards_a_clean_tree_and_refuses_a_dirty_one(
+    project: Path, sim: SimServer, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    green_run(project, sim)
+    (project / "app.py").write_text("# the user's own edit\n")
+    code, _, err = teamrt(capsys, "apply", "r1")
+    assert code == 1 and err == (
+        "teamrt: your working tree has uncommitted changes (app.py); commit or stash them, then apply again\n"
+    )
+    assert (project / "app.py").read_text() == "# the user's own edit\n"
+    git(project, "checkout", "--", "app.py")
+    code, out, _ = teamrt(capsys, "apply", "r1")
+    assert code == 0 and out.startswith("fast-forwarded main to teamrt/r1"), out
+    assert git(project, "rev-parse", "HEAD") == git(project, "rev-parse", "teamrt/r1")
+    assert (project / "app.py").read_text().endswith("return a + b\n")
+    code, out, _ = teamrt(capsys, "apply", "r1")
+    assert code == 0 and "already has teamrt/r1" in out
+
+
+def test_apply_merges_onto_a_branch_that_moved_only_when_confirmed(
+    project: Path, sim: SimServer, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    green_run(project, sim)
+    (project / "README").write_text("the user moved on\n")
+    git(project, "commit", "-qam", "user work")
+    mine = git(project, "rev-parse", "HEAD")
+    code, _, err = teamrt(capsys, "apply", "r1")
+    assert code == 1 and "Run again with --yes" in err
+    assert git(project, "rev-parse", "HEAD") == mine
+    code, out, _ = teamrt(capsys, "apply", "r1", "--yes")
+    assert code == 0 and out.startswith("merged teamrt/r1 into main"), out
+    assert git(project, "rev-parse", "HEAD^1") == mine
+    assert (project / "README").read_text() == "the user moved on\n"
+    assert (project / "app.py").read_text().endswith("return a + b\n")
+
+
+def test_apply_undoes_a_conflicting_merge(
+    project: Path, sim: SimServer, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    green_run(project, sim)
+    (project / "app.py").write_text("def add(a, b):\n    return sum((a, b))\n")
+    git(project, "commit", "-qam", "user fix")
+    before = snapshot(project)
+    code, _, err = teamrt(capsys, "apply", "r1", "--yes")
+    assert code == 1 and "conflicts in app.py; nothing was changed" in err
+    assert snapshot(project) == before
+
+
+def test_apply_refuses_unknown_runs_and_runs_outside_git(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = teamrt(capsys, "apply", "nope")
+    assert code == 1 and err.startswith("teamrt: no run named 'nope'")
+    run_dir = home / "runs" / "r9"
+    run_dir.mkdir(parents=True)
+    with create_store(run_dir, "r9", task="t", workdir=str(tmp_path)) as store:
+        asyncio.run(store.set_run_status("done"))
+    code, _, err = teamrt(capsys, "apply", "r9")
+    assert code == 1 and err == "teamrt: run r9 did not run in a git repository; it has nothing to apply\n"
+
+
+def test_a_branch_never_merged_is_kept_shown_and_collected(
+    project: Path, sim: SimServer, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim.policies.update({"lead": lead_spawning("Fix add."), "coder": fixing_coder("a * b", "a * b")})
+    outcome, store = run_worktree_team(project, sim, "Fix the bug.")
+    assert outcome.status == "done", outcome
+    coder = store.reader.agent("coder")
+    assert coder.status == "failed" and "not merged after 3 attempts (red)" in (coder.status_reason or "")
+    assert "## coder: failed" in outcome.answer and "add(2, 3) gave 6" in outcome.answer, "the parent is told"
+    [merge] = store.reader.merges()
+    assert (merge.status, merge.attempts) == ("red", 3)
+    kept = Path(coder.workspace or "")
+    assert kept.is_dir() and (kept / "app.py").read_text().endswith("a * b\n")
+    code, out, _ = teamrt(capsys, "show", "r1")
+    assert code == 0 and "worktrees kept" in out and f"coder: {kept} (branch teamrt/r1-coder)" in out
+    assert "coder  teamrt/r1-coder  red" in out
+    code, out, _ = teamrt(capsys, "gc")
+    assert code == 0
+    assert f"r1: removed worktree {kept}" in out and "r1: deleted branch teamrt/r1-coder" in out
+    assert "r1: deleted branch teamrt/r1" in out, "nothing was merged, so there is nothing to keep"
+    assert not kept.exists() and git(project, "branch", "--list", "teamrt/*") == ""
+    assert git(project, "worktree", "list").count("\n") == 0
+
+
+def test_gc_keeps_an_integration_branch_until_it_is_applied(
+    project: Path, sim: SimServer, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    green_run(project, sim)
+    code, out, _ = teamrt(capsys, "gc")
+    assert code == 0 and "r1: kept teamrt/r1: not applied" in out and "deleted branch teamrt/r1-coder" in out
+    assert git(project, "branch", "--list", "teamrt/*").split() == ["teamrt/r1"]
+    assert teamrt(capsys, "apply", "r1")[0] == 0
+    code, out, _ = teamrt(capsys, "gc")
+    assert code == 0 and out == "r1: deleted branch teamrt/r1\n"
+
+
+# -- where worktrees come from -----------------------------------------------------------
+
+
+def nesting(request: SimRequest) -> Reply:
+    """The outer coder commits a file, then starts a worktree child that reports what it sees."""
+    if request.agent == "coder":
+        if request.turns == 0:
+            return Reply().call(
+                "bash", {"command": "echo from-parent > parent.txt && git add -A && git commit -qm p"}
+            )
+        if not request.calls("spawn_agent"):
+            return Reply().call("spawn_agent", {"kind": "worktree", "role": "coder", "directives": ["Look."]})
+        return Reply().say(request.tool_outcomes[0].output)
+    return (
+        Reply().call("read", {"file_path": "parent.txt"})
+        if request.turns == 0
+        else Reply().say("child saw " + request.tool_outcomes[0].output.split("\t")[-1])
+    )
+
+
+def test_a_worktree_agents_child_branches_from_its_committed_head(tmp_path: Path, sim: SimServer) -> None:
+    project = make_repo(tmp_path / "project", {"team.toml": team_toml([])})
+    sim.policies.update({"lead": lead_spawning("Nest."), "coder": nesting})
+    outcome, store = run_worktree_team(project, sim, "Nest.")
+    assert outcome.status == "done", outcome
+    assert "child saw from-parent" in outcome.answer
+    [merge] = store.reader.merges()
+    assert (merge.agent, merge.status) == ("coder", "merged")
+    assert store.reader.agent("coder-1").status_reason == "no changes to merge"
+    assert git(project, "rev-parse", "teamrt/r1-coder-1") == merge.head, "cut from the parent's commit"
+    assert git(project, "show", "teamrt/r1:parent.txt") == "from-parent"
+
+
+def test_a_project_outside_git_refuses_worktree_agents(tmp_path: Path, sim: SimServer) -> None:
+    project = tmp_path / "plain"
+    project.mkdir()
+    (project / "team.toml").write_text(team_toml([]))
+    run_dir = project / ".teamrt" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    sim.policies.update({"lead": lead_spawning("Work.")})
+    with create_store(run_dir, "r1", task="t", workdir=str(project)) as store:
+        supervisor = Supervisor(
+            store=store, run_dir=run_dir, team=load_team_file(project / "team.toml", project=project),
+            definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
+        )  # fmt: skip
+        outcome = asyncio.run(supervisor.run("t"))
+    assert (
+        outcome.answer
+        == f"Lead: worktree agents need a git repository with a commit; {project} is not in one"
+    )
+
+
+def test_teamrt_run_says_when_the_tree_is_dirty_and_refuses_a_taken_branch(project: Path) -> None:
+    team = load_team_file(project / "team.toml", project=project)
+    notices: list[str] = []
+    (project / "README").write_text("changed\n")
+    server = shared_server()
+    server.policies["lead"] = lambda request: Reply().say("nothing to do")
+    try:
+        summary = asyncio.run(
+            run_team(
+                team, "t", project=project, definitions=load_definitions(project), on_notice=notices.append
+            )
+        )
+    finally:
+        del server.policies["lead"]
+    assert summary.outcome.status == "done"
+    head = git(project, "rev-parse", "HEAD")
+    assert notices == [
+        f"teamrt: note: your working tree has 1 uncommitted change(s); worktree agents start from HEAD"
+        f" ({head[:12]}) and will not see them"
+    ]
+    git(project, "branch", "taken")
+    taken = dataclasses.replace(team, integration_branch="taken")
+    with pytest.raises(BranchTaken, match="the integration branch 'taken' exists already"):
+        asyncio.run(run_team(taken, "t", project=project, definitions=load_definitions(project)))
