@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/models.py
 	$(BIN)/python benchmarks/loop.py
 	$(BIN)/python benchmarks/fanout.py
+	$(BIN)/python benchmarks/worktree.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 from conftest import FAST
 from gitrepo import IDENTITY, git, make_repo, run_worktree_team, snapshot
 
+from teamrt import runs
 from teamrt.agents import load_definitions
 from teamrt.cli import main
 from teamrt.models import Reply
@@ -23,7 +27,7 @@ from teamrt.models.sim import SimRequest, SimServer, shared_server
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import load_team_file
 from teamrt.runtime.teamrun import BranchTaken, run_team
-from teamrt.store import create_store
+from teamrt.store import StoreError, create_store, open_reader
 from teamrt.tools.sandbox import default_sandbox
 
 # CI installs bubblewrap (.ci/run); there a missing one fails the sandbox's tests instead of skipping them.
@@ -451,3 +455,32 @@ def test_teamrt_run_says_when_the_tree_is_dirty_and_refuses_a_taken_branch(proje
     taken = dataclasses.replace(team, integration_branch="taken")
     with pytest.raises(BranchTaken, match="the integration branch 'taken' exists already"):
         asyncio.run(run_team(taken, "t", project=project, definitions=load_definitions(project)))
+
+
+def test_a_stop_while_merging_ends_the_gate_and_keeps_the_work(tmp_path: Path, sim: SimServer) -> None:
+    project = make_repo(tmp_path / "project", {"app.py": APP, "team.toml": team_toml(["sleep 60"])})
+    run_dir = project / ".teamrt" / "runs" / "r1"
+    sim.policies.update({"lead": lead_spawning("Fix add."), "coder": fixing_coder("a + b")})
+
+    def stop_once_merging() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(StoreError), contextlib.closing(open_reader(run_dir, "r1")) as reader:
+                if any(m.status == "merging" for m in reader.merges()):
+                    runs.stop(run_dir, "r1", None)
+                    return
+            time.sleep(0.05)
+
+    stopper = threading.Thread(target=stop_once_merging)
+    stopper.start()
+    started = time.monotonic()
+    outcome, store = run_worktree_team(project, sim, "Fix the bug.")
+    stopper.join()
+    assert time.monotonic() - started < 30, "the gate was killed, not waited out"
+    coder = store.reader.agent("coder")
+    assert coder.status == "stopped"
+    assert (coder.status_reason or "").startswith(
+        "stopped while merging; its work is kept on branch teamrt/r1-coder"
+    )
+    assert git(project, "show", "teamrt/r1-coder:app.py").endswith("return a + b")
+    assert outcome.status == "stopped"

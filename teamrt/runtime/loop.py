@@ -69,6 +69,11 @@ class AgentLoop:
         if self._task is not None:
             self._task.cancel()
 
+    @property
+    def stopping(self) -> str | None:
+        """Why the agent was told to stop, if it was."""
+        return self._stopping
+
     def finish_after_turn(self, reason: str) -> None:
         """End the agent, done, once the current turn's tool results are kept (an accepted shutdown)."""
         self._finishing = reason
@@ -83,6 +88,8 @@ class AgentLoop:
         results: list[FinishedCall] = []
         start: list[Block] = [{"type": "text", "text": task}] if isinstance(task, str) else list(task or [])
         try:
+            if self._stopping is not None:  # stopped between runs
+                return await self._end("stopped", self.answer, self._stopping)
             ended = not start and self.messages and self.messages[-1]["role"] == "assistant"
             if ended and not self._mail_waiting():
                 assert self.env.inbox is not None, "an agent run again needs an inbox"
@@ -125,6 +132,8 @@ class AgentLoop:
             for call_id in sorted(self._unfinished):
                 await self.env.store.move_tool_call(call_id, "interrupted")
             return await self._end("stopped", self.answer, self._stopping)
+        finally:
+            self._task = None  # stop() between runs (a worktree agent merging) must not cancel its caller
 
     # -- input ----------------------------------------------------------------
 

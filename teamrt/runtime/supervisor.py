@@ -37,7 +37,7 @@ from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.permissions import Permissions
 from ..tools.registry import builtin_tools
 from ..tools.team import describe_tasks, team_tools
-from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Worktrees
+from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Landing, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import policy_asker
 from .budget import Budget
@@ -151,7 +151,7 @@ class Supervisor:
 
     def _stop(self, member: Member, reason: str) -> None:
         member.loop.stop(reason)
-        if member.landing and member.task is not None:
+        if member.landing and member.task is not None:  # between runs of its loop: in the merge queue
             member.task.cancel()
 
     def model(self, name: str) -> Model:
@@ -269,22 +269,32 @@ class Supervisor:
         return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask)
 
     def _start(self, member: Member, task: str | list[Block] | None) -> None:
-        async def main() -> None:
+        async def work() -> Outcome:
             if member.kind == "lead":
+                return await self._run_with_restarts(member, task)
+            async with self._slots:
                 outcome = await self._run_with_restarts(member, task)
-            else:
-                async with self._slots:
-                    outcome = await self._run_with_restarts(member, task)
-                    if member.checkout is not None:
-                        outcome = await self._land(member, outcome)
-            member.busy = False
-            member.done.set_result(outcome)
-            if member.background:  # in the same step, so a parent that sees it done finds the mail
-                self._report(member, outcome)
-            if not member.settled.done():
-                member.settled.set_result(None)
+                if member.checkout is not None:
+                    outcome = await self._land(member, outcome)
+                return outcome
+
+        async def main() -> None:
+            try:
+                outcome = await work()
+            except BaseException as e:  # a bug here must not leave its parent, or the run, waiting
+                self._settle(member, Outcome("failed", member.loop.answer, member.loop.turns, repr(e)))
+                raise
+            self._settle(member, outcome)
 
         member.task = asyncio.create_task(main(), name=f"agent {member.name}")
+
+    def _settle(self, member: Member, outcome: Outcome) -> None:
+        member.busy = False
+        member.done.set_result(outcome)
+        if member.background:  # in the same step, so a parent that sees it done finds the mail
+            self._report(member, outcome)
+        if not member.settled.done():
+            member.settled.set_result(None)
 
     async def _run_with_restarts(self, member: Member, task: str | list[Block] | None) -> Outcome:
         """Run the agent; one that raises (a bug in a tool, say) is restarted from its last kept
@@ -318,18 +328,23 @@ class Supervisor:
             await self.store.set_agent_status(name, "merging")
             member.landing = True
             try:
-                landing = await worktrees.land(name, title, attempt)
-            except asyncio.CancelledError:
-                kept = await worktrees.keep(name, title)
-                reason = f"stopped while merging; {kept}"
-                await self.store.set_agent_status(name, "stopped", reason)
-                return Outcome("stopped", outcome.answer, member.loop.turns, reason)
+                if member.loop.stopping is None:  # else it was told to stop before it got here
+                    landing: Landing | None = await worktrees.land(name, title, attempt)
+                else:
+                    landing = None
+            except asyncio.CancelledError:  # a stop: the gate or the wait for the queue ends
+                landing = None
             except GitError as e:
                 reason = f"its work could not be committed: {e}"
                 await self.store.set_agent_status(name, "failed", reason)
                 return Outcome("failed", outcome.answer, member.loop.turns, reason)
             finally:
                 member.landing = False
+            if landing is None:
+                kept = await worktrees.keep(name, title)
+                reason = f"stopped while merging; {kept}"
+                await self.store.set_agent_status(name, "stopped", reason)
+                return Outcome("stopped", outcome.answer, member.loop.turns, reason)
             if landing.status in ("merged", "empty"):
                 await worktrees.remove(name)
                 await self.store.set_agent_status(name, "done", landing.message)
