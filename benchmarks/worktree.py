@@ -92,15 +92,20 @@ def lead_policy(request: SimRequest) -> Reply:
     return Reply().say("done")
 
 
+def new_run(repo_path: Path, run: str) -> tuple[Path, GitRepo, str]:
+    """A run directory in the repository, the repository, and its HEAD."""
+    run_dir = repo_path / ".teamrt" / "runs" / run
+    run_dir.mkdir(parents=True)
+    repo = GitRepo.find(repo_path)
+    head = repo.head() if repo else None
+    assert repo is not None and head is not None
+    return run_dir, repo, head
+
+
 async def spawn_ms(repo_path: Path, base: Path) -> tuple[list[float], list[float]]:
     """From the start of adding each worktree agent to its first request at ``sim``; and the
     ``git worktree add`` inside each of those spawns."""
-    run_dir = repo_path / ".teamrt" / "runs" / "spawn"
-    run_dir.mkdir(parents=True)
-    repo = GitRepo.find(repo_path)
-    assert repo is not None
-    head = repo.head()
-    assert head is not None
+    run_dir, repo, head = new_run(repo_path, "spawn")
     adds: dict[str, float] = {}
     add_worktree = repo.add_worktree
 
@@ -146,12 +151,7 @@ async def spawn_ms(repo_path: Path, base: Path) -> tuple[list[float], list[float
 
 async def merges(repo_path: Path) -> tuple[float, list[float]]:
     """Land ``BRANCHES`` one-file branches at once through the queue: (seconds for all, each one's ms)."""
-    run_dir = repo_path / ".teamrt" / "runs" / "merge"
-    run_dir.mkdir(parents=True)
-    repo = GitRepo.find(repo_path)
-    assert repo is not None
-    base = repo.head()
-    assert base is not None
+    run_dir, repo, base = new_run(repo_path, "merge")
     heads = []
     for i in range(BRANCHES):  # a commit adding one file, made without touching any working tree
         blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo_path, input=f"change {i}\n",
