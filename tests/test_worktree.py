@@ -484,3 +484,16 @@ def test_a_stop_while_merging_ends_the_gate_and_keeps_the_work(tmp_path: Path, s
     )
     assert git(project, "show", "teamrt/r1-coder:app.py").endswith("return a + b")
     assert outcome.status == "stopped"
+
+
+def test_a_project_in_a_subdirectory_works_in_the_same_subdirectory_of_its_worktree(
+    tmp_path: Path, sim: SimServer
+) -> None:
+    files = {".pkg/app.py": APP, ".pkg/team.toml": team_toml([]), "top.txt": "x\n"}
+    repo = make_repo(tmp_path / "repo", files)
+    project = repo / ".pkg"
+    sim.policies.update({"lead": lead_spawning("Fix add."), "coder": fixing_coder("a + b")})
+    outcome, store = run_worktree_team(project, sim, "Fix the bug.")
+    assert outcome.status == "done", outcome
+    assert Path(store.reader.agent("coder").workspace or "").name == ".pkg"
+    assert git(repo, "show", "teamrt/r1:.pkg/app.py").endswith("return a + b")

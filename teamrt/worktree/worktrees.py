@@ -55,7 +55,8 @@ class Worktrees:
         self.run_dir = run_dir
         self.run_id = run_id
         self.base = base
-        self.subdir = str(project.resolve().relative_to(repo.root)).removeprefix(".")
+        subdir = project.resolve().relative_to(repo.root)
+        self.subdir = "" if subdir == Path() else str(subdir)
         self.integration = integration
         self.sandbox = default_sandbox()
         self.queue = MergeQueue(
