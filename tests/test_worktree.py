@@ -35,7 +35,9 @@ needs_bwrap = pytest.mark.skipif(
     not default_sandbox().confined and not os.environ.get("CI"), reason="bubblewrap (bwrap) is not installed"
 )
 
-CHECK = f"{sys.executable} check.py"
+# The interpreter itself, not a virtual environment's link to it: gates run in the sandbox, whose /tmp is
+# private, and a checkout under /tmp (a fresh clone's .venv) would not be there.
+CHECK = f"{os.path.realpath(sys.executable)} check.py"
 APP = "def add(a, b):\n    return a - b\n"
 CHECK_PY = "import app\nassert app.add(2, 3) == 5, f'add(2, 3) gave {app.add(2, 3)}'\nprint('check ok')\n"
 
