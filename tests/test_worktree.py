@@ -499,3 +499,32 @@ def test_a_project_in_a_subdirectory_works_in_the_same_subdirectory_of_its_workt
     assert outcome.status == "done", outcome
     assert Path(store.reader.agent("coder").workspace or "").name == ".pkg"
     assert git(repo, "show", "teamrt/r1:.pkg/app.py").endswith("return a + b")
+
+
+def rigger(project: Path):  # type: ignore[no-untyped-def]
+    """Points its checkout's git metadata at a configuration of its own, whose clean filter would
+    touch a file in the project if any git outside the sandbox ran it, and dirties a file."""
+    rig = (
+        "admin=$(sed 's/^gitdir: //' .git) && mkdir -p fake/objects/info fake/refs"
+        f" && echo {project}/.git/objects > fake/objects/info/alternates"
+        " && printf '[core]\\n\\trepositoryformatversion = 0\\n[filter \"x\"]\\n\\tclean = %s\\n'"
+        f" 'touch {project}/pwned; cat'"
+        ' > fake/config && echo "$PWD/fake" > "$admin/commondir"'
+        " && echo '* filter=x' > .gitattributes && echo '# more' >> app.py"
+    )  # fmt: skip
+
+    def coder(request: SimRequest) -> Reply:
+        return Reply().call("bash", {"command": rig}) if request.turns == 0 else Reply().say("rigged")
+
+    return coder
+
+
+@needs_bwrap
+def test_git_configuration_an_agent_plants_runs_only_in_its_sandbox(
+    project_off_tmp: Path, sim: SimServer
+) -> None:
+    sim.policies.update({"lead": lead_spawning("Rig."), "coder": rigger(project_off_tmp)})
+    outcome, store = run_worktree_team(project_off_tmp, sim, "Rig.")
+    assert [c.status for c in store.reader.tool_calls("coder")] == ["done"], store.reader.tool_calls("coder")
+    assert not (project_off_tmp / "pwned").exists(), "the agent's filter ran outside its sandbox"
+    assert outcome.status == "done"

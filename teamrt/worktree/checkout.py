@@ -11,9 +11,14 @@ an alternate for reading), and the checkout is detached, so a commit moves
 only its own HEAD. The agent commits as it likes; ``teamrt`` sets the branch
 ``teamrt/<run>-<agent>`` when it lands the work, after bringing its objects
 into the repository with ``pack-objects | index-pack`` (which checks every
-object's hash). Commands teamrt runs *inside* a checkout (committing what is
-left, merging the integration branch in) run in the agent's sandbox, since
-the checkout's content is the agent's.
+object's hash).
+
+Commands teamrt runs *in* a checkout (listing its changes, committing what is
+left, merging the integration branch in) run in the agent's sandbox too: the
+agent writes the checkout's ``.git`` file and its metadata, so it could point
+git at a configuration of its own (a ``filter`` driver, say) that git would
+run. Outside the sandbox teamrt only reads HEAD, with ``GIT_DIR`` and
+``GIT_COMMON_DIR`` set so that nothing the agent wrote chooses the repository.
 """
 
 from __future__ import annotations
@@ -78,19 +83,20 @@ def create(repo: GitRepo, run_dir: Path, agent: str, branch: str, base: str, sub
 
 
 def head(repo: GitRepo, checkout: Checkout) -> str:
-    return repo.run("rev-parse", "--verify", "HEAD^{commit}", cwd=checkout.path, env=checkout.env(repo))
+    env = {**checkout.env(repo), "GIT_DIR": str(checkout.admin), "GIT_COMMON_DIR": str(repo.git_dir)}
+    return repo.run("rev-parse", "--verify", "HEAD^{commit}", cwd=repo.git_dir, env=env)
 
 
-def changed_paths(repo: GitRepo, checkout: Checkout) -> set[str]:
+async def changed_paths(repo: GitRepo, checkout: Checkout, sandbox: Sandbox, run_dir: Path) -> set[str]:
     """Files the agent changed since its base, committed or not, relative to the repository's root."""
-    env = checkout.env(repo)
-    status = repo.run(
-        "status", "--porcelain=v1", "-z", "--untracked-files=all", cwd=checkout.path, env=env, strip=False
+    script = (
+        "git status --porcelain=v1 -z --untracked-files=all 2>/dev/null; printf '\\0\\0\\0';"
+        ' git diff --name-only -z "$TEAMRT_BASE" HEAD 2>/dev/null'
     )
-    paths = set(status_paths(status))
-    committed = repo.run("diff", "--name-only", "-z", checkout.base, "HEAD", cwd=checkout.path, env=env)
-    paths.update(p for p in committed.split("\0") if p)
-    return paths
+    env = {"TEAMRT_BASE": checkout.base}
+    out = await _in_sandbox(repo, checkout, script, sandbox, run_dir, env, check=False)
+    status, _, committed = out.partition("\0\0\0")
+    return set(status_paths(status)) | {p for p in committed.split("\0") if p.strip()}
 
 
 def ship(repo: GitRepo, checkout: Checkout) -> str:
@@ -126,9 +132,10 @@ async def merge_in(repo: GitRepo, checkout: Checkout, commit: str, sandbox: Sand
     return await _in_sandbox(repo, checkout, script, sandbox, run_dir, env, check=False)
 
 
-def conflicted(repo: GitRepo, checkout: Checkout) -> list[str]:
-    out = repo.run("diff", "--name-only", "--diff-filter=U", cwd=checkout.path, env=checkout.env(repo))
-    return sorted(set(out.splitlines()))
+async def conflicted(repo: GitRepo, checkout: Checkout, sandbox: Sandbox, run_dir: Path) -> list[str]:
+    script = "git diff --name-only --diff-filter=U 2>/dev/null"
+    out = await _in_sandbox(repo, checkout, script, sandbox, run_dir, {}, check=False)
+    return sorted({line for line in out.splitlines() if line.strip()})
 
 
 def marked(checkout: Checkout, files: list[str]) -> list[str]:

@@ -87,7 +87,7 @@ class Worktrees:
 
     async def changed(self, agent: str) -> dict[str, list[str]]:
         """The files ``agent`` now shares with other live worktree agents, newly, by agent."""
-        paths = await asyncio.to_thread(co.changed_paths, self.repo, self.checkouts[agent])
+        paths = await co.changed_paths(self.repo, self.checkouts[agent], self.sandbox, self.run_dir)
         return self.overlaps.update(agent, paths)
 
     async def land(self, agent: str, title: str, attempt: int) -> Landing:
@@ -119,7 +119,7 @@ class Worktrees:
             )
         tip = await self.queue.tip()
         merged_in = await co.merge_in(self.repo, checkout, tip, self.sandbox, self.run_dir)
-        files = await asyncio.to_thread(co.conflicted, self.repo, checkout)
+        files = await co.conflicted(self.repo, checkout, self.sandbox, self.run_dir)
         self._conflicted[agent] = files
         how = (
             f"teamrt merged {self.integration} into your worktree; resolve the conflict markers in"
