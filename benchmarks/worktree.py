@@ -121,7 +121,7 @@ async def spawn_ms(repo_path: Path, base: Path) -> tuple[list[float], list[float
     with SimServer(policies={"lead": lead_policy}) as sim:
         worktrees = Worktrees(
             repo=repo, store=store, run_dir=run_dir, run_id="spawn", base=head, project=repo_path,
-            integration="teamrt/spawn", gates=team.gates,
+            integration="teamrt/spawn", gates=team.gates, gate_timeout=team.gate_timeout,
         )  # fmt: skip
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=load_definitions(repo_path),

@@ -12,17 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import needs_bwrap
 
 from teamrt.procs import group_members, is_running, kill_group, process_start_time
 from teamrt.tools import Bash, ToolContext, ToolError, ToolResult
-from teamrt.tools.sandbox import WARNING, Sandbox, bwrap_options, default_sandbox
+from teamrt.tools.sandbox import WARNING, Sandbox, bwrap_options
 
-# On a developer's machine without bubblewrap the sandbox tests are skipped (bash then runs
-# unconfined and says so); CI installs it in .ci/run, so there a missing bwrap fails them instead.
-needs_bwrap = pytest.mark.skipif(
-    not default_sandbox().confined and not os.environ.get("CI"),
-    reason="bubblewrap (bwrap) is not installed here; install the bubblewrap package to test the sandbox",
-)
 SANDBOXES = [
     pytest.param(None, id="bwrap", marks=needs_bwrap),
     pytest.param(Sandbox(None), id="unconfined"),

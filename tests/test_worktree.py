@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import FAST
+from conftest import FAST, needs_bwrap
 from gitrepo import IDENTITY, git, make_repo, run_worktree_team, snapshot
 
 from teamrt import runs
@@ -28,12 +28,6 @@ from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import load_team_file
 from teamrt.runtime.teamrun import BranchTaken, run_team
 from teamrt.store import StoreError, create_store, open_reader
-from teamrt.tools.sandbox import default_sandbox
-
-# CI installs bubblewrap (.ci/run); there a missing one fails the sandbox's tests instead of skipping them.
-needs_bwrap = pytest.mark.skipif(
-    not default_sandbox().confined and not os.environ.get("CI"), reason="bubblewrap (bwrap) is not installed"
-)
 
 # The interpreter itself, not a virtual environment's link to it: gates run in the sandbox, whose /tmp is
 # private, and a checkout under /tmp (a fresh clone's .venv) would not be there.

@@ -9,7 +9,6 @@ subprocess, so async callers go through ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +23,6 @@ TEAMRT_IDENTITY = {
     "GIT_COMMITTER_NAME": "teamrt",
     "GIT_COMMITTER_EMAIL": "teamrt@teamrt.invalid",
 }
-_SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 class GitError(Exception):
@@ -34,10 +32,6 @@ class GitError(Exception):
         super().__init__(message)
         self.output = output or message
         """All git said, stdout then stderr."""
-
-
-def is_sha(text: str) -> bool:
-    return bool(_SHA.fullmatch(text))
 
 
 class GitRepo:
@@ -143,10 +137,6 @@ class GitRepo:
 
     def delete_branch(self, branch: str) -> None:
         self.run("update-ref", "-d", f"refs/heads/{branch}")
-
-    def branches(self, prefix: str) -> list[str]:
-        out = self.run("for-each-ref", "--format=%(refname:short)", f"refs/heads/{prefix}")
-        return out.split("\n") if out else []
 
     def add_worktree(self, path: Path, commit: str) -> Path:
         """A detached worktree of ``commit`` at ``path``; its admin directory (in ``.git/worktrees``)."""

@@ -26,7 +26,6 @@ from .queue import MergeQueue
 MAX_ATTEMPTS = 3
 FILE_TOOLS = frozenset({"write", "edit", "bash"})
 """The tools after which an agent's changed files are compared with the others'."""
-GATE_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class Worktrees:
         project: Path,
         integration: str,
         gates: tuple[str, ...],
-        gate_timeout: float = GATE_TIMEOUT,
+        gate_timeout: float,
     ) -> None:
         self.repo = repo
         self.run_dir = run_dir
