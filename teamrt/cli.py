@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
@@ -47,18 +48,40 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _run_name(text: str) -> str:
+    from .mailbox import is_name
+
+    if not is_name(text):
+        raise argparse.ArgumentTypeError(f"not a run name: {text!r}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="teamrt", description="A runtime for teams of LLM agents.")
     parser.add_argument("--version", action="version", version=f"teamrt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo = commands.add_parser(
         "demo",
-        help="show the mailbox at work between real processes",
-        description="Start three worker processes and exchange mail with them: latency,"
-        " broadcast, an unknown recipient, a hostile file, shutdown.",
+        help="run the example teams offline on sim: research, then coding",
+        description="Run the example teams of examples/ on the built-in sim model, always (an API key is"
+        " never used): the research team surveys a copy of a source tree (teamrt's own, or --tree) with"
+        " forks and a reviewer teammate and writes REPORT.md; the coding team fixes the failing tests of"
+        " a small repository with worktree agents, a reviewer and the merge queue, and its integration"
+        " branch is applied. Each run ends with a table of its agents. 'mailbox' instead shows the"
+        " mailbox between real processes.",
     )
     demo.add_argument(
-        "--rounds", type=_positive_int, default=200, help="ping-pong rounds per worker (default: 200)"
+        "which", nargs="?", choices=("all", "research", "coding", "mailbox"), default="all",
+        help="which demo (default: all, the research and the coding team)",
+    )  # fmt: skip
+    demo.add_argument(
+        "--tree", type=Path, help="the source tree the research team surveys (default: teamrt's)"
+    )
+    demo.add_argument(
+        "--rounds",
+        type=_positive_int,
+        default=200,
+        help="mailbox demo: ping-pong rounds per worker (default: 200)",
     )
     run = commands.add_parser(
         "run",
@@ -84,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--budget-tokens", type=_positive_int, help="hard limit on tokens for the run")
     run.add_argument("--budget-usd", type=_positive_float, help="hard limit on dollars for the run")
     run.add_argument("--quiet", action="store_true", help="do not stream the agent's text as it arrives")
+    run.add_argument(
+        "--detach",
+        action="store_true",
+        help="check the arguments, start the run in the background and print its id; its output goes to"
+        " output.log in the run's directory (follow it with: teamrt logs RUN -f)",
+    )
+    run.add_argument("--run-id", type=_run_name, help=argparse.SUPPRESS)  # the id a detached run is given
     commands.add_parser(
         "models",
         help="list the known models with their prices and cache minimums",
@@ -103,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
         " and the shared task list.",
     )
     show.add_argument("run", metavar="RUN", help="the run's id, as teamrt ls shows it")
+    logs = commands.add_parser(
+        "logs",
+        help="print a run's event log; -f follows a live run to its end",
+        description="One line per event of the run: the time since it started, the agent (or run), the"
+        " event and what it says. With -f, print new events as they come until the run ends, then how it"
+        " ended; the exit status is then 0 if the run is done, 1 if it failed, was stopped or crashed.",
+    )
+    logs.add_argument("run", metavar="RUN", help="the run's id")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow a live run until it ends")
     send = commands.add_parser(
         "send",
         help="send a message to an agent of a run",
@@ -159,18 +198,32 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from .demos import mailbox as demo
-
-        return demo.run(rounds=args.rounds)
+        return _demo(args)
     if args.command == "models":
         return _list_models()
     if args.command == "run":
         return _run_one(args)
     if args.command in ("ls", "show", "send", "stop"):
         return _inspect(args)
+    if args.command == "logs":
+        return _logs(args)
     if args.command in ("apply", "gc"):
         return _git_command(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse allows no other
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.which == "mailbox":
+        from .demos import mailbox
+
+        return mailbox.run(rounds=args.rounds)
+    from .demos import teams
+
+    try:
+        return teams.run(args.which, tree=args.tree)
+    except teams.DemoError as e:
+        print(f"teamrt: {e}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _run_one(args: argparse.Namespace) -> int:
@@ -186,11 +239,16 @@ def _run_one(args: argparse.Namespace) -> int:
     if args.teamfile is None and not args.prompt:
         print("teamrt: run needs a team file or --prompt (see 'teamrt run --help')", file=sys.stderr)
         return EXIT_USAGE
+    if args.run_id is not None and _run_taken(args.run_id):
+        print(f"teamrt: run {args.run_id!r} exists already; leave out --run-id", file=sys.stderr)
+        return EXIT_FAILED
     try:
+        if args.detach:
+            return _detach(args)
         if args.teamfile is not None:
             work = run_team_file(
                 Path(args.teamfile), prompt=args.prompt, model=args.model, project=Path.cwd(),
-                on_notice=lambda line: print(line, file=sys.stderr),
+                on_notice=lambda line: print(line, file=sys.stderr), run_id=args.run_id,
             )  # fmt: skip
         else:
             work = run_single(
@@ -203,6 +261,7 @@ def _run_one(args: argparse.Namespace) -> int:
                 budget_tokens=args.budget_tokens,
                 budget_usd=args.budget_usd,
                 on_text=None if args.quiet else _echo,
+                run_id=args.run_id,
             )
         result = asyncio.run(work)
     except (
@@ -224,6 +283,118 @@ def _run_one(args: argparse.Namespace) -> int:
         print(f"teamrt: the lead {outcome.status}: {outcome.reason}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+DETACH_WAIT_S = 15.0  # how long ``run --detach`` waits for the run's store before it returns anyway
+DETACH_POLL_S = 0.05
+TAIL_LINES = 10  # of a detached run's output.log, shown when it did not start
+
+
+def _run_taken(run_id: str) -> bool:
+    """Whether run ``run_id`` has a store, or had one begun."""
+    from . import home
+    from .store.engine import DB_FILE
+    from .store.ownership import LOCK_FILE
+
+    run_dir = home.runs_path() / run_id
+    return (run_dir / DB_FILE).exists() or (run_dir / LOCK_FILE).exists()
+
+
+def _detach(args: argparse.Namespace) -> int:
+    """``run --detach``: check what a user can get wrong, then start the run in a session of its own.
+
+    Waits until the run's store exists, so that ``teamrt logs``, ``show`` and
+    ``ls`` find it, or until the child exits: then its output's last lines are
+    the error.
+    """
+    import subprocess
+    import time
+
+    from . import home, logs
+
+    _check_run(args)
+    run_id = args.run_id or home.new_run_id()
+    run_dir = home.run_dir(run_id)
+    output = run_dir / logs.OUTPUT_LOG
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "teamrt", *_child_argv(args, run_id)],
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # output.log follows the run as it goes
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + DETACH_WAIT_S
+    while True:
+        code = child.poll()  # before the store: a run that ended that fast still counts as started
+        if logs.store_ready(run_dir, run_id):
+            break
+        if code is not None:
+            tail = output.read_text(encoding="utf-8", errors="replace").splitlines()[-TAIL_LINES:]
+            print(*tail, sep="\n", file=sys.stderr)
+            said = f"teamrt: run {run_id} did not start (exit {code}); its output is in {output}"
+            print(said, file=sys.stderr)
+            return EXIT_FAILED
+        if time.monotonic() >= deadline:
+            print(f"teamrt: note: run {run_id} has no store yet; its output is in {output}", file=sys.stderr)
+            break
+        time.sleep(DETACH_POLL_S)
+    print(run_id)
+    print(
+        f"teamrt: run {run_id} goes on in the background; follow it with: teamrt logs {run_id} -f",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _check_run(args: argparse.Namespace) -> None:
+    """Raise what ``run_team_file`` or ``run_single`` would raise before creating a run, creating none."""
+    import asyncio
+    from pathlib import Path
+
+    from .agents import load_definitions
+    from .models import open_model
+    from .models.registry import is_sim
+    from .runtime.teamfile import load_team_file
+    from .runtime.teamrun import BranchTaken, NoPrompt, UnknownAgent
+    from .settings import load_settings
+    from .worktree import GitRepo
+
+    project = Path.cwd()
+    definitions = load_definitions(project)
+    branch = None
+    if args.teamfile is not None:
+        team = load_team_file(Path(args.teamfile), project=project)
+        if not (args.prompt or team.prompt):
+            raise NoPrompt(f"{args.teamfile}: the team file has no prompt; give one with --prompt")
+        roles = (team.lead, *team.roles.values())
+        names = {args.model} if args.model is not None else {team.model, *(r.model for r in roles if r.model)}
+        branch = team.integration_branch
+    elif args.agent not in definitions:
+        raise UnknownAgent(f"no agent named {args.agent!r}; known: {', '.join(sorted(definitions))}")
+    else:
+        names = {args.model or "sim"}
+    repo = GitRepo.find(project)
+    if branch and repo and repo.tip(branch):
+        raise BranchTaken(
+            f"{args.teamfile}: the integration branch {branch!r} exists already;"
+            " delete it, or name another in [merge] integration_branch"
+        )
+    settings = load_settings()
+    for name in sorted(n for n in names if not is_sim(n)):  # the simulator always opens
+        asyncio.run(open_model(name, settings=settings).aclose())
+
+
+def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:
+    """The arguments of ``run`` that gave ``args``, without --detach, with ``--run-id run_id``."""
+    argv = ["run", f"--run-id={run_id}"]
+    for dest, value in vars(args).items():
+        if dest in ("command", "teamfile", "detach", "run_id") or value is None or value is False:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        argv.append(flag if value is True else f"{flag}={value}")
+    return argv if args.teamfile is None else [*argv, "--", args.teamfile]
 
 
 def _echo(text: str) -> None:
@@ -265,6 +436,22 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from . import home, logs, runs
+    from .store import StoreError
+
+    try:
+        run_dir = home.existing_run_dir(args.run)
+        status = logs.follow(run_dir, args.run, lambda line: print(line, flush=True), follow=args.follow)
+    except (home.UnknownRun, runs.RunsError, StoreError) as e:
+        print(f"teamrt: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    if not args.follow:
+        return 0
+    print(f"run {args.run} ended: {status}")
+    return 0 if status == "done" else EXIT_FAILED
 
 
 def _git_command(args: argparse.Namespace) -> int:

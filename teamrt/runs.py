@@ -137,7 +137,7 @@ def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = N
         rows.append(
             (s.id, s.status, age, agents, f"${s.usage.cost_usd:.4f}", f"{s.usage.total_tokens:,}", task)
         )
-    return _table(rows, right=(4, 5))
+    return table(rows, right=(4, 5))
 
 
 # -- show ----------------------------------------------------------------------
@@ -154,7 +154,7 @@ def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[st
         merges = reader.merges()
     status = run_status(run)
     lines = _header(run, status, now)
-    tree = _tree(agents)
+    tree = agent_tree(agents)
     if not tree:
         return [*lines, "", "agents: none yet"]
     lines += ["", "agents", *_agent_table(tree, turns, crashed=status == CRASHED), "", "answers"]
@@ -177,7 +177,7 @@ def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[Merg
         ]
         branch = run.settings.get("integration_branch", "?")
         lines += ["", f"merges onto {branch} (teamrt apply {run.id} brings it onto your branch)"]
-        lines += [f"  {line}" for line in _table(rows, right=(3,))]
+        lines += [f"  {line}" for line in table(rows, right=(3,))]
     kept = [a for a in agents if a.kind == "worktree" and a.workspace and Path(a.workspace).exists()]
     if kept:
         lines += ["", "worktrees kept"]
@@ -211,7 +211,7 @@ def _header(run: RunRecord, status: str, now: float) -> list[str]:
     return lines
 
 
-def _tree(agents: list[AgentRecord]) -> list[tuple[AgentRecord, int]]:
+def agent_tree(agents: list[AgentRecord]) -> list[tuple[AgentRecord, int]]:
     """Agents depth-first from each root, with their depth; one whose parent is unknown is a root."""
     names = {a.name for a in agents}
     children: dict[str | None, list[AgentRecord]] = {}
@@ -248,7 +248,7 @@ def _agent_table(
                 status,
             )
         )
-    return [f"  {line}" for line in _table(rows, right=(4, 5, 6, 7))]
+    return [f"  {line}" for line in table(rows, right=(4, 5, 6, 7))]
 
 
 def _answer(turns: list[TurnRecord]) -> str:
@@ -270,7 +270,7 @@ def _task_table(tasks: list[TaskRecord]) -> list[str]:
     for task in tasks:
         blocked = ", ".join(f"#{b}" for b in task.blocked_by)
         rows.append((f"#{task.id}", task.status, task.owner or "-", _clip(task.subject, 60), blocked))
-    return [f"  {line}" for line in _table(rows)]
+    return [f"  {line}" for line in table(rows)]
 
 
 # -- send and stop -------------------------------------------------------------
@@ -368,7 +368,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
+def table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
     """Rows as aligned columns (``right`` ones right-aligned); the last column is never padded."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = []

@@ -44,7 +44,7 @@ def test_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_demo_between_processes_acknowledges_everything(tmp_path: Path) -> None:
     home_dir = tmp_path / "home"
-    result = teamrt("demo", "--rounds", "20", home_dir=home_dir)
+    result = teamrt("demo", "mailbox", "--rounds", "20", home_dir=home_dir)
 
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
@@ -71,7 +71,7 @@ def test_demo_between_processes_acknowledges_everything(tmp_path: Path) -> None:
 
 def test_demo_quarantines_the_hostile_file_with_its_reason(tmp_path: Path) -> None:
     home_dir = tmp_path / "home"
-    result = teamrt("demo", "--rounds", "1", home_dir=home_dir)
+    result = teamrt("demo", "mailbox", "--rounds", "1", home_dir=home_dir)
 
     assert result.returncode == 0, result.stderr
     (run,) = (home_dir / "runs").iterdir()
@@ -89,8 +89,8 @@ def test_demo_quarantines_the_hostile_file_with_its_reason(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["demo", "--rounds", "zero"], "--rounds"),
-        (["demo", "--rounds", "0"], "--rounds"),
+        (["demo", "mailbox", "--rounds", "zero"], "--rounds"),
+        (["demo", "mailbox", "--rounds", "0"], "--rounds"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],

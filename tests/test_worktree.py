@@ -28,6 +28,7 @@ from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import load_team_file
 from teamrt.runtime.teamrun import BranchTaken, run_team
 from teamrt.store import StoreError, create_store, open_reader
+from teamrt.worktree.failures import failing_tests
 
 # The interpreter itself, not a virtual environment's link to it: gates run in the sandbox, whose /tmp is
 # private, and a checkout under /tmp (a fresh clone's .venv) would not be there.
@@ -522,3 +523,57 @@ def test_git_configuration_an_agent_plants_runs_only_in_its_sandbox(
     assert [c.status for c in store.reader.tool_calls("coder")] == ["done"], store.reader.tool_calls("coder")
     assert not (project_off_tmp / "pwned").exists(), "the agent's filter ran outside its sandbox"
     assert outcome.status == "done"
+
+
+def test_a_gate_red_before_the_merge_accepts_fixes_and_refuses_new_failures(
+    tmp_path: Path, sim: SimServer
+) -> None:
+    """Parallel fixes of a failing suite: each merge may leave failures, never add one."""
+    app = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n\n\n"
+    app += "def neg(a):\n    return -a\n"
+    tests = (
+        "import unittest\nimport app\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(app.add(2, 3), 5)\n\n"
+        "    def test_mul(self):\n        self.assertEqual(app.mul(2, 3), 6)\n\n"
+        "    def test_neg(self):\n        self.assertEqual(app.neg(2), -2)\n"
+    )
+    gate = f"{os.path.realpath(sys.executable)} -m unittest -q"
+    project = make_repo(
+        tmp_path / "project", {"app.py": app, "test_app.py": tests, "team.toml": team_toml([gate])}
+    )
+
+    def coder(request: SimRequest) -> Reply:
+        if request.calls("edit") == 0:  # fixes add, and breaks neg on the way
+            return (
+                Reply()
+                .call("edit", {"file_path": "app.py", "old_string": "a - b", "new_string": "a + b"})
+                .call("edit", {"file_path": "app.py", "old_string": "return -a", "new_string": "return a"})
+            )
+        if "failing now but not before the merge" in request.last_user_text and request.calls("edit") == 2:
+            return Reply().call(
+                "edit", {"file_path": "app.py", "old_string": "return a\n", "new_string": "return -a\n"}
+            )
+        return Reply().say("Fixed add.")
+
+    sim.policies.update({"lead": lead_spawning("Fix add in app.py."), "coder": coder})
+    outcome, store = run_worktree_team(project, sim, "Fix add.")
+    assert outcome.status == "done", outcome
+    [merge] = store.reader.merges()
+    assert (merge.status, merge.attempts) == ("merged", 2)
+    [verdict] = [m for m in store.reader.mail("coder") if m.message["summary"].startswith("merge")]
+    assert "failing now but not before the merge: test_neg (test_app.T.test_neg)" in verdict.message["body"]
+    assert "test_add" not in verdict.message["body"].split("failing now")[1]
+    assert "every failing test failed before this merge too; fixed by it: test_add" in (merge.output or "")
+    assert git(project, "show", "teamrt/r1:app.py") == app.replace("a - b", "a + b").rstrip("\n")
+
+
+def test_failing_tests_are_read_from_unittest_and_pytest_output() -> None:
+    unittest_out = "FAIL: test_a (tests.test_x.T.test_a)\n"
+    unittest_out += "ERROR: tests.test_y (unittest.loader._FailedTest.tests.test_y)\n"
+    pytest_out = "FAILED tests/test_x.py::test_b - AssertionError: 1 != 2\nERROR tests/test_z.py\n"
+    assert failing_tests(unittest_out) == {
+        "test_a (tests.test_x.T.test_a)",
+        "tests.test_y (unittest.loader._FailedTest.tests.test_y)",
+    }
+    assert failing_tests(pytest_out) == {"tests/test_x.py::test_b", "tests/test_z.py"}
+    assert failing_tests("Ran 3 tests\n\nOK\n") == frozenset()

@@ -46,7 +46,7 @@ class _StreamBroken(Exception):
 
 
 class AnthropicModel:
-    """A ``Model`` over ``AsyncAnthropic``. ``labels`` sends the agent and role as headers
+    """A ``Model`` over ``AsyncAnthropic``. ``labels`` sends the agent, role and team as headers
     (only to the simulator, which picks its policy by them)."""
 
     def __init__(
@@ -75,7 +75,11 @@ class AnthropicModel:
         self, request: ModelRequest, *, on_text: OnText | None = None, on_restart: OnRestart | None = None
     ) -> ModelResponse:
         params = request_params(request)
-        headers = {"teamrt-agent": request.agent, "teamrt-role": request.role} if self._labels else None
+        headers = (
+            {"teamrt-agent": request.agent, "teamrt-role": request.role, "teamrt-team": request.team}
+            if self._labels
+            else None
+        )
         retries = self._settings.stream_retries
         attempt = 1
         while True:

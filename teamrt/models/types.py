@@ -29,7 +29,7 @@ OnRestart = Callable[[], None]
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One Messages API call. ``agent`` and ``role`` label it for logs and for the simulator."""
+    """One Messages API call. ``agent``, ``role`` and ``team`` label it for logs and for the simulator."""
 
     model: str
     messages: list[Message]
@@ -43,6 +43,7 @@ class ModelRequest:
     cache_ttl: CacheTTL = "5m"
     agent: str = ""
     role: str = ""
+    team: str = ""
 
 
 @dataclass(frozen=True)

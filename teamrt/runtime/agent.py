@@ -32,6 +32,8 @@ class AgentSpec:
     info: ModelInfo | None = None
     """The model's prices and window (None: unknown, so no dollar figure and a 200k window)."""
     role: str = ""
+    team: str = ""
+    """The team file's name: with ``role`` it picks a ``sim`` policy."""
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_turns: int | None = None
     thinking: dict[str, Any] | None = None

@@ -241,6 +241,7 @@ class AgentLoop:
             thinking=spec.thinking,
             agent=spec.name,
             role=spec.role,
+            team=spec.team,
         )
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:

@@ -217,6 +217,7 @@ class Supervisor:
                 permissions=self._permissions(role, definition),
                 info=lookup(model_name, self._prices),
                 role=role.name,
+                team=self.team.name,
                 max_turns=role.max_turns or definition.max_turns,
                 persistent=kind == "team",
             )

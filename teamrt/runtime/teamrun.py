@@ -47,7 +47,13 @@ class RunSummary:
 
 
 async def run_team_file(
-    path: Path, *, prompt: str | None, model: str | None, project: Path, on_notice: Notice | None = None
+    path: Path,
+    *,
+    prompt: str | None,
+    model: str | None,
+    project: Path,
+    on_notice: Notice | None = None,
+    run_id: str | None = None,
 ) -> RunSummary:
     """Run the team of ``path`` on ``prompt`` (default: the file's); ``model`` replaces every role's model."""
     team = load_team_file(path, project=project)
@@ -62,7 +68,7 @@ async def run_team_file(
     if not task:
         raise NoPrompt(f"{path}: the team file has no prompt; give one with --prompt")
     return await run_team(
-        team, task, project=project, definitions=load_definitions(project), on_notice=on_notice
+        team, task, project=project, definitions=load_definitions(project), on_notice=on_notice, run_id=run_id
     )
 
 
@@ -77,6 +83,7 @@ async def run_single(
     budget_tokens: int | None = None,
     budget_usd: float | None = None,
     on_text: OnText | None = None,
+    run_id: str | None = None,
 ) -> RunSummary:
     """``teamrt run --prompt``: the agent ``agent`` as the lead of a team with no roles.
 
@@ -90,7 +97,9 @@ async def run_single(
         path=project, name=agent, lead=lead, model=model, on_ask=on_ask,
         budget_tokens=budget_tokens, budget_usd=budget_usd,
     )  # fmt: skip
-    return await run_team(team, prompt, project=project, definitions=definitions, on_text=on_text)
+    return await run_team(
+        team, prompt, project=project, definitions=definitions, on_text=on_text, run_id=run_id
+    )
 
 
 async def run_team(
@@ -101,7 +110,9 @@ async def run_team(
     definitions: dict[str, AgentDefinition],
     on_text: OnText | None = None,
     on_notice: Notice | None = None,
+    run_id: str | None = None,
 ) -> RunSummary:
+    """Run ``team`` on ``task`` to the end, as run ``run_id`` (default: a fresh id)."""
     settings = load_settings()
     repo = GitRepo.find(project)
     base = repo.head() if repo else None
@@ -114,7 +125,7 @@ async def run_team(
     models: dict[str, Model] = {}
     for name in sorted(names):  # a missing key fails here, before a run exists
         models[name] = open_model(name, settings=settings)
-    run_id = home.new_run_id()
+    run_id = home.new_run_id() if run_id is None else run_id
     run_dir = home.run_dir(run_id)
     integration = team.integration_branch or f"teamrt/{run_id}"
     store = create_store(

@@ -6,6 +6,12 @@ team's gate commands run there, sandboxed like ``bash``; only when every gate
 passes does the branch move, by a compare-and-swap ``update-ref`` from the tip
 the merge started on. A conflict or a red gate leaves the branch where it was
 and comes back as a verdict with git's or the gate's output.
+
+A gate that fails on the tip already (a team fixing failing tests in
+parallel: no one fix alone turns the suite green) does not block a merge that
+fails no test the tip did not fail: the failing tests are read from the gate's
+output (``failures``), and the tip's are measured once per tip. A gate whose
+output names no failing test must pass outright.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from ..store import Store
 from ..tools.bash import run_in_group
 from ..tools.sandbox import Sandbox
+from .failures import failing_tests
 from .git import TEAMRT_IDENTITY, GitError, GitRepo
 
 OUTPUT_CHARS = 8_000
@@ -57,6 +64,8 @@ class MergeQueue:
         self.sandbox = sandbox
         self.path = run_dir / "integration"
         self._lock = asyncio.Lock()
+        self._failing_at: dict[tuple[str, str], frozenset[str]] = {}
+        """(tip, gate) -> the tests the gate fails at that tip."""
 
     async def land(self, agent: str, branch: str, head: str, title: str) -> Verdict:
         """Queue ``branch`` at ``head`` and wait for its turn and its verdict (recorded in the store)."""
@@ -91,17 +100,45 @@ class MergeQueue:
         if not merged:
             files = await asyncio.to_thread(self._abort)
             return Verdict("conflict", _tail(output), files=tuple(files))
+        new = await asyncio.to_thread(self.repo.run, "rev-parse", "HEAD", cwd=self.path)
         reports = []
         for gate in self.gates:
-            argv = self.sandbox.argv(gate, self.path, self.run_dir)
-            code, out = await run_in_group(argv, self.path, self.gate_timeout)
+            code, out = await self._gate(gate)
             reports.append(f"$ {gate}\n{out.rstrip()}")
-            if code != 0:
-                why = f"timed out after {self.gate_timeout:g} s" if code is None else f"exit code {code}"
-                return Verdict("red", _tail(f"{reports[-1]}\n[{why}]"))
-        new = await asyncio.to_thread(self.repo.run, "rev-parse", "HEAD", cwd=self.path)
+            if code == 0:
+                continue
+            why = f"timed out after {self.gate_timeout:g} s" if code is None else f"exit code {code}"
+            failing = failing_tests(out) if code is not None else frozenset()
+            before = await self._failing_on(tip, gate, new) if failing else frozenset()
+            if not failing or not failing <= before:
+                broken = sorted(failing - before)
+                note = f"; failing now but not before the merge: {', '.join(broken)}" if before else ""
+                return Verdict("red", _tail(f"{reports[-1]}\n[{why}{note}]"))
+            fixed = sorted(before - failing)
+            reports[-1] += (
+                f"\n[{why}, but every failing test failed before this merge too;"
+                f" fixed by it: {', '.join(fixed) or 'none'}]"
+            )
         await asyncio.to_thread(self.repo.set_branch, self.branch, new, tip)
         return Verdict("merged", _tail("\n".join(reports)), new)
+
+    async def _gate(self, gate: str) -> tuple[int | None, str]:
+        argv = self.sandbox.argv(gate, self.path, self.run_dir)
+        return await run_in_group(argv, self.path, self.gate_timeout)
+
+    async def _failing_on(self, tip: str, gate: str, merged: str) -> frozenset[str]:
+        """The tests ``gate`` fails at ``tip`` (run there once, then remembered); the queue's
+        worktree is back at ``merged`` afterwards."""
+        if (tip, gate) not in self._failing_at:
+            await asyncio.to_thread(self._checkout, tip)
+            code, out = await self._gate(gate)
+            self._failing_at[tip, gate] = failing_tests(out) if code not in (0, None) else frozenset()
+            await asyncio.to_thread(self._checkout, merged)
+        return self._failing_at[tip, gate]
+
+    def _checkout(self, commit: str) -> None:
+        self.repo.run("checkout", "--quiet", "--force", "--detach", commit, cwd=self.path)
+        self.repo.run("clean", "-fdq", cwd=self.path)
 
     def _prepare(self) -> str:
         """The queue's worktree, clean and detached at the integration branch's tip (returned)."""
@@ -110,8 +147,7 @@ class MergeQueue:
             self.repo.remove_worktree(self.path)
             self.repo.add_worktree(self.path, tip)
         else:
-            self.repo.run("checkout", "--quiet", "--force", "--detach", tip, cwd=self.path)
-            self.repo.run("clean", "-fdq", cwd=self.path)
+            self._checkout(tip)
         return tip
 
     def _merge(self, head: str, message: str) -> tuple[bool, str]:

@@ -20,11 +20,13 @@ _shared_lock = threading.Lock()
 
 
 def shared_server() -> SimServer:
-    """The process's own simulator, started on first use and closed at exit."""
+    """The process's own simulator (playing the example teams), started on first use, closed at exit."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = SimServer()
+            from .teams import POLICIES
+
+            _shared = SimServer(POLICIES)
             atexit.register(_shared.close)
         return _shared
 

@@ -34,6 +34,7 @@ class SimRequest:
     params: dict[str, Any]
     agent: str = ""
     role: str = ""
+    team: str = ""
 
     @property
     def model(self) -> str:

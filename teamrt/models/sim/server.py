@@ -5,9 +5,10 @@
 
 ``POST /v1/messages`` (plain and streamed) and ``POST
 /v1/messages/count_tokens``; errors in the API's JSON shape with a
-``request-id`` header. The agent and role come from the ``teamrt-agent`` and
-``teamrt-role`` headers that the ``sim`` provider sends; the role picks the
-policy. Each handled request is logged in ``calls``.
+``request-id`` header. The agent, role and team come from the ``teamrt-agent``,
+``teamrt-role`` and ``teamrt-team`` headers that the ``sim`` provider sends;
+the policy is the one named ``<team>/<role>``, else ``<role>``, else the
+default. Each handled request is logged in ``calls``.
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ class SimServer:
     ) -> None:
         agent = request.headers.get("teamrt-agent", "")
         role = request.headers.get("teamrt-role", "")
+        team = request.headers.get("teamrt-team", "")
         if self.record:
             self.bodies.append((agent, request.body))
         streamed = bool(params.get("stream"))
@@ -149,7 +151,8 @@ class SimServer:
             positions, info.min_cache_tokens if info else DEFAULT_MIN_CACHE_TOKENS, self.clock()
         )
         try:
-            reply = self.policies.get(role, self.default)(SimRequest(params, agent, role))
+            policy = self.policies.get(f"{team}/{role}") or self.policies.get(role, self.default)
+            reply = policy(SimRequest(params, agent, role, team))
             if not isinstance(reply, Reply):
                 raise TypeError(f"a policy must return a Reply, not {type(reply).__name__}")
         except Exception as e:

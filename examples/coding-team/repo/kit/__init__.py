@@ -1,0 +1,1 @@
+"""kit: small helpers for text, dates and numbers."""

@@ -1,0 +1,219 @@
+"""``teamrt demo``: the example teams (``examples/``) at work, offline on ``sim``, always.
+
+Each example runs in a scratch copy under ``<home>/demo/<stamp>/``: the research
+team surveys a copy of a source tree (teamrt's own by default) and writes
+REPORT.md there; the coding team fixes a copy of ``examples/coding-team/repo``
+(a git repository made for the occasion), and its integration branch is then
+applied and tested. Progress lines come from the run's event log as it is
+written; each run ends with a table of its agents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .. import home, logs, runs
+from ..runtime.teamrun import RunSummary, run_team_file
+from ..store import AgentRecord, StoreReader
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SKIPPED = ("__pycache__", "node_modules", "*.pyc", ".*")
+MAX_TREE_FILES = 3_000
+PROGRESS_KINDS = ("spawn", "agent.added", "agent.done", "agent.failed", "agent.stopped", "task.created",
+                  "task.claimed", "task.updated", "merge.queued", "merge.merged", "merge.red",
+                  "merge.conflict")  # fmt: skip
+"""The event kinds shown as progress (the full log is ``teamrt logs RUN``)."""
+DEMO_IDENTITY = {
+    "GIT_AUTHOR_NAME": "teamrt demo", "GIT_AUTHOR_EMAIL": "demo@teamrt.invalid",
+    "GIT_COMMITTER_NAME": "teamrt demo", "GIT_COMMITTER_EMAIL": "demo@teamrt.invalid",
+}  # fmt: skip
+
+Out = Callable[[str], None]
+
+
+class DemoError(Exception):
+    """Why the demo cannot run; one line for the user."""
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    name: str
+    run_id: str
+    run_dir: Path
+    workspace: Path
+    summary: RunSummary
+    seconds: float
+
+
+def run(which: str = "all", *, tree: Path | None = None, out: Out = print) -> int:
+    """Run the research and/or coding example; 0 when every run ended done with its outcome checked."""
+    if not EXAMPLES.is_dir():
+        raise DemoError(
+            f"the examples directory is missing ({EXAMPLES}); run the demo from a clone of teamrt"
+        )
+    scratch = home.teamrt_home() / "demo" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    scratch.mkdir(parents=True, exist_ok=True)
+    out(f"teamrt demo: the example teams on sim (offline; no API key is used), in {scratch}")
+    ok = True
+    if which in ("all", "research"):
+        source = (tree or Path(__file__).resolve().parents[1]).resolve()
+        ok &= _research(source, scratch / "research", out)
+    if which in ("all", "coding"):
+        ok &= _coding(scratch / "coding", out)
+    out(f"\nEvery run stays in {home.runs_path()}: teamrt ls, teamrt show RUN, teamrt logs RUN.")
+    return 0 if ok else 1
+
+
+def _research(source: Path, workspace: Path, out: Out) -> bool:
+    if not source.is_dir():
+        raise DemoError(f"{source} is not a directory")
+    _copy_tree(source, workspace)
+    out(f"\n== research team: surveying {source} (a copy, in {workspace})")
+    demo = _run("research", EXAMPLES / "research-team" / "team.toml", workspace, out)
+    report = workspace / "REPORT.md"
+    _table(demo, out)
+    if not report.is_file():
+        out(f"the lead wrote no {report.name}")
+        return False
+    out(f"\n{report} ({len(report.read_text(encoding='utf-8').splitlines())} lines) begins:")
+    for line in report.read_text(encoding="utf-8").splitlines()[:8]:
+        out(f"  {line}")
+    return demo.summary.outcome.status == "done"
+
+
+def _coding(workspace: Path, out: Out) -> bool:
+    shutil.copytree(EXAMPLES / "coding-team" / "repo", workspace, ignore=shutil.ignore_patterns(*SKIPPED[:3]))
+    git = ["git", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null"]
+    env = {**os.environ, **DEMO_IDENTITY}
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "kit: small helpers, some tests failing"],
+    ):
+        subprocess.run([*git, *args], cwd=workspace, env=env, check=True, capture_output=True)
+    out(f"\n== coding team: fixing the failing tests of a small repository ({workspace})")
+    out(f"  before: {_unittest(workspace)}")
+    demo = _run("coding", EXAMPLES / "coding-team" / "team.toml", workspace, out)
+    _table(demo, out)
+    out(f"\n$ teamrt apply {demo.run_id}")
+    from ..worktree.apply import ApplyError, apply, plan_apply  # GitPython: only now
+
+    with runs.reading(demo.run_dir, demo.run_id) as reader:
+        record = reader.run()
+    try:
+        out(f"  {apply(plan_apply(record))}")
+    except ApplyError as e:
+        out(f"  teamrt: {e}")
+        return False
+    after = _unittest(workspace)
+    out(f"  after: {after}")
+    return demo.summary.outcome.status == "done" and after.endswith("OK")
+
+
+def _run(name: str, team_file: Path, workspace: Path, out: Out) -> DemoRun:
+    """Run the team in ``workspace`` on sim, printing its progress as the events are committed."""
+    run_id = home.new_run_id()
+    run_dir = home.runs_path() / run_id
+    finished = threading.Event()
+    started = time.monotonic()
+
+    def progress(line: str) -> None:
+        if any(f"  {kind} " in line or line.rstrip().endswith(f"  {kind}") for kind in PROGRESS_KINDS):
+            out(f"  {line}")
+
+    follower = threading.Thread(
+        target=logs.follow, args=(run_dir, run_id, progress), kwargs={"until": finished.is_set},
+        name=f"demo progress {name}", daemon=True,
+    )  # fmt: skip
+    follower.start()
+    try:
+        work = run_team_file(team_file, prompt=None, model="sim", project=workspace, run_id=run_id)
+        summary = asyncio.run(work)
+    finally:
+        finished.set()
+        follower.join(timeout=5)
+    return DemoRun(name, run_id, run_dir, workspace, summary, time.monotonic() - started)
+
+
+def _table(demo: DemoRun, out: Out) -> None:
+    with runs.reading(demo.run_dir, demo.run_id) as reader:
+        lines = run_table(reader, demo.seconds)
+    out(f"\nrun {demo.run_id} ({demo.name}): {demo.summary.outcome.status}")
+    for line in lines:
+        out(f"  {line}")
+
+
+def run_table(reader: StoreReader, seconds: float) -> list[str]:
+    """One row per agent (kind, role, turns, mail, tokens, cache-read share, cost) and the run's totals."""
+    agents = reader.agents()
+    mail = reader.mail()
+    rows = [
+        ("AGENT", "KIND", "ROLE", "STATUS", "TURNS", "MAIL IN", "MAIL OUT", "TOKENS", "CACHE READ", "COST")
+    ]
+    for agent, depth in runs.agent_tree(agents):
+        turns = sum(t.role == "assistant" for t in reader.turns(agent.name))
+        received = sum(m.agent == agent.name for m in mail)
+        sent = sum(m.sender == agent.name for m in mail)
+        rows.append((
+            "  " * depth + agent.name, agent.kind, agent.role or "", agent.status, str(turns), str(received),
+            str(sent), f"{agent.usage.total_tokens:,}", f"{_cache_share(agent):.0%}",
+            f"${agent.usage.cost_usd:.4f}",
+        ))  # fmt: skip
+    run = reader.run()
+    kinds: dict[str, int] = {}
+    for agent in agents:
+        kinds[agent.kind] = kinds.get(agent.kind, 0) + 1
+    merged = [m for m in reader.merges() if m.status == "merged"]
+    usage = run.usage
+    prompt = usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
+    return [
+        *runs.table(rows, right=(4, 5, 6, 7, 8, 9)),
+        "agents by kind: " + ", ".join(_count(n, k) for k, n in kinds.items()),
+        f"tokens: {usage.total_tokens:,} ({usage.cache_read_tokens / prompt if prompt else 0:.0%} of the"
+        f" input read from cache); cost ${usage.cost_usd:.4f}; {len(mail)} messages;"
+        f" {len(merged)} merged commits; wall time {seconds:.1f} s",
+    ]
+
+
+def _count(n: int, kind: str) -> str:
+    noun = {"lead": "lead", "fork": "fork", "worktree": "worktree agent", "team": "teammate"}.get(kind, kind)
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _cache_share(agent: AgentRecord) -> float:
+    u = agent.usage
+    prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
+    return u.cache_read_tokens / prompt if prompt else 0.0
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    """A copy of ``source`` without hidden files, caches and symlinks; refused when it is too big."""
+    files = 0
+    for _, dirs, names in os.walk(source):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIPPED]
+        files += sum(not n.startswith(".") for n in names)
+        if files > MAX_TREE_FILES:
+            raise DemoError(f"{source} has over {MAX_TREE_FILES:,} files; give the demo a smaller tree")
+    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(*SKIPPED))
+    for path in list(target.rglob("*")):
+        if path.is_symlink():
+            path.unlink()
+
+
+def _unittest(repo: Path) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "unittest"], cwd=repo, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    lines = [line for line in result.stderr.splitlines() if line.startswith(("Ran ", "OK", "FAILED"))]
+    return "; ".join(lines) or f"python -m unittest exited {result.returncode}"

@@ -1,0 +1,195 @@
+"""``teamrt logs``: a run's event log, one line per event, and following a live run to its end.
+
+Reads only, through the store's reader, like ``teamrt show``. ``follow`` and
+``format_event`` are public: a command that starts a run shows its progress
+with them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import runs
+from .runs import RunsError
+from .store import EventRecord, RunNotFound, StoreError
+from .store.ownership import LOCK_FILE
+from .store.records import MERGE_STATUSES
+
+LINE_CHARS = 160
+AGENT_WIDTH = 12
+KIND_WIDTH = 16
+STORE_WAIT_S = 5.0  # how long ``follow`` waits for the store of a run that has just started
+STORE_POLL_S = 0.05
+OUTPUT_LOG = "output.log"  # a detached run's stdout and stderr, in its run directory
+
+
+def format_event(event: EventRecord, started: float) -> str:
+    """``+12.3s  lead          agent.status     failed: out of budget``, at most ``LINE_CHARS``."""
+    head = (
+        f"{f'+{max(0.0, event.at - started):.1f}s':>8}  {event.agent or 'run':<{AGENT_WIDTH}}"
+        f"  {event.kind:<{KIND_WIDTH}}"
+    )
+    line = f"{head}  {_summary(event.kind, event.data)}".rstrip()
+    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 3] + "..."
+
+
+def follow(
+    run_dir: Path,
+    run_id: str,
+    out: Callable[[str], None],
+    *,
+    follow: bool = True,
+    poll_s: float = 0.2,
+    after_id: int = 0,
+    until: Callable[[], bool] | None = None,
+) -> str:
+    """Pass each event after ``after_id`` to ``out`` as a line; return the run's status as a user sees it.
+
+    With ``follow``, keep going (polling every ``poll_s``) until the run is no
+    longer live or ``until()`` returns True, then print what came last; the
+    status returned is then ``running`` only when ``until`` ended it. A store
+    not there yet (a run just started in the background) is waited for up to
+    ``STORE_WAIT_S``; then RunsError.
+    """
+    _wait_for_store(run_dir, run_id)
+    try:
+        with runs.reading(run_dir, run_id) as reader:
+            started = reader.run().created_at
+            last = after_id
+            stop = not follow
+            while True:
+                # the status before the events, so that no event written before the end is missed
+                status = runs.run_status(reader.run())
+                for event in reader.events(last):
+                    out(format_event(event, started))
+                    last = event.id
+                if stop or status != "running":
+                    return status
+                stop = until is not None and until()  # then one more pass for the last events
+                if not stop:
+                    time.sleep(poll_s)
+    except RunNotFound:
+        log = run_dir / OUTPUT_LOG
+        see = f"; see {log}" if log.exists() else ""
+        raise RunsError(f"run {run_id!r} has no store in {run_dir} (it did not start){see}") from None
+    except StoreError as e:
+        raise RunsError(str(e)) from None
+
+
+def store_ready(run_dir: Path, run_id: str) -> bool:
+    """Whether the run's store exists, at the current schema, with its run in it.
+
+    A store is only opened once its creator has written itself into the run's
+    lock file: a reader that meets a store still empty would upgrade it under
+    that lock, and so refuse the lock to the process creating the run.
+    """
+    try:
+        if (run_dir / LOCK_FILE).stat().st_size == 0:
+            return False
+    except FileNotFoundError:
+        return False
+    try:
+        with runs.reading(run_dir, run_id) as reader:
+            reader.run()
+    except (StoreError, RunsError):
+        return False
+    return True
+
+
+def _wait_for_store(run_dir: Path, run_id: str) -> None:
+    deadline = time.monotonic() + STORE_WAIT_S
+    while not store_ready(run_dir, run_id) and time.monotonic() < deadline:
+        time.sleep(STORE_POLL_S)
+
+
+# -- one event's summary -------------------------------------------------------------
+
+
+def _summary(kind: str, data: dict[str, Any]) -> str:
+    return _SUMMARIES.get(kind, _pairs)(data)
+
+
+def _status(data: dict[str, Any]) -> str:
+    return _text(data.get("status", "?")) + (f": {_text(data['reason'])}" if data.get("reason") else "")
+
+
+def _ended(data: dict[str, Any]) -> str:
+    turns = data.get("turns")
+    said = f"after {turns} turn{'' if turns == 1 else 's'}" if isinstance(turns, int) else ""
+    reason = _text(data["reason"]) if data.get("reason") else ""
+    return "; ".join(part for part in (said, reason) if part)
+
+
+def _added(data: dict[str, Any]) -> str:
+    kind = _text(data.get("kind", "?"))
+    parts = [f"{kind} of {_text(data['parent'])}" if data.get("parent") else kind]
+    if data.get("role"):
+        parts.append(f"role {_text(data['role'])}")
+    return ", ".join([*parts, f"model {_text(data.get('model', '?'))}"])
+
+
+def _owner(data: dict[str, Any]) -> str:
+    previous = data.get("previous")
+    taken = f", taken over from {_owner(previous)}" if isinstance(previous, dict) else ""
+    return f"pid {_text(data.get('pid', '?'))} on {_text(data.get('host', '?'))}{taken}"
+
+
+def _spawn(data: dict[str, Any]) -> str:
+    children = data.get("children")
+    names = ", ".join(_text(c) for c in children) if isinstance(children, list) else "?"
+    return f"{_text(data.get('kind', '?'))}: {names}"
+
+
+def _merge(data: dict[str, Any]) -> str:
+    said = f"attempt {_text(data.get('attempt', '?'))}, head {_text(data.get('head', '?'))[:12]}"
+    return said + (f", commit {_text(data['commit'])[:12]}" if data.get("commit") else "")
+
+
+def _control(data: dict[str, Any]) -> str:
+    sender = _text(data.get("from", "?"))
+    request = data.get("data")
+    if isinstance(request, dict) and request.get("action") == "stop":
+        what = f"agent {_text(request['agent'])}" if request.get("agent") else "the run"
+        return f"{sender}: stop {what}"
+    return f"{sender}: {_pairs(request) if isinstance(request, dict) else _text(request)}"
+
+
+def _task(data: dict[str, Any]) -> str:
+    said = f"#{_text(data.get('task', '?'))}"
+    for key in ("status", "subject"):
+        if data.get(key):
+            said += f" {_text(data[key])}"
+    return said
+
+
+_SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "run.created": lambda d: f"task: {_text(d.get('task', ''))}",
+    "run.owner": _owner,
+    "run.status": _status,
+    "agent.added": _added,
+    "agent.started": lambda d: f"epoch {_text(d.get('epoch', '?'))}",
+    "agent.status": _status,
+    "agent.raised": lambda d: f"attempt {_text(d.get('attempt', '?'))}: {_text(d.get('error', '?'))}",
+    "agent.compacted": lambda d: f"{_text(d.get('how', '?'))}, {_text(d.get('messages', '?'))} messages kept",
+    "spawn": _spawn,
+    "task.created": _task,
+    "task.claimed": _task,
+    "task.updated": _task,
+    "control": _control,
+    **{f"agent.{end}": _ended for end in ("done", "failed", "stopped")},
+    **{f"merge.{status}": _merge for status in MERGE_STATUSES},
+}
+
+
+def _pairs(data: dict[str, Any]) -> str:
+    return " ".join(f"{key}={_text(value)}" for key, value in data.items())
+
+
+def _text(value: object) -> str:
+    """A value on one line: a string as it is, anything else as compact JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    return " ".join(text.split())

@@ -1,0 +1,375 @@
+"""The research team on ``sim``: a lead that forks over a source tree, forks that read and grep
+their parts, a reviewer that challenges the synthesis with counts of its own.
+
+Each step is chosen from what the tools returned: which parts ``ls`` listed, the
+line counts and definitions grep found, the challenges the reviewer raised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ...reply import Reply
+from ..policy import SimRequest, ToolOutcome
+from .conversation import Mail, fork_directive, history, mail
+
+MAX_FORKS = 6
+BIG_FILE_LINES = 400
+"""The reviewer asks about files longer than this."""
+DEFINITION = r"^\s*(?:export\s+)?(?:async\s+def|def|class|function|func|fn|pub\s+fn|struct|interface)\s+(\w+)"
+MARKERS = r"\b(?:TODO|FIXME|XXX|HACK)\b"
+SYNTHESIS = "SYNTHESIS"
+CHALLENGES = "CHALLENGES"
+ANSWERS = "ANSWERS"
+APPROVED = "APPROVED"
+REPORT = "REPORT.md"
+REVIEWER_BRIEF = (
+    "You review the lead's survey of this source tree. When the synthesis comes by mail, check its"
+    f" claims against the tree yourself (count lines, grep for {MARKERS}) and reply to the lead with"
+    f" {CHALLENGES}: a numbered list of what it gets wrong or leaves out, or {APPROVED}: what you checked."
+)
+
+
+def lead(request: SimRequest) -> Reply:
+    done = history(request)
+    listing = _last(done, "bash")
+    if listing is None:
+        return Reply().say("First, the parts of this tree.").call("bash", {"command": "ls -1p"})
+    parts = _parts(listing.output)
+    spawns = [o for o in done if o.name == "spawn_agent"]
+    if not spawns:
+        if not parts:
+            return Reply().say("The tree is empty; there is nothing to survey.")
+        groups = _groups(parts)
+        directives = [
+            "Survey these parts of the tree, each in a few lines: what it does (from its docstrings"
+            " and names), its files and lines, and its main definitions. Cite paths.\n"
+            f"Parts: {', '.join(group)}"
+            for group in groups
+        ]
+        return (
+            Reply()
+            .say(f"{len(parts)} parts. A reviewer to challenge the synthesis, and {len(groups)} forks.")
+            .call("spawn_agent", {"kind": "team", "role": "reviewer", "directives": [REVIEWER_BRIEF],
+                                  "wait": False})
+            .call("spawn_agent", {"kind": "fork", "directives": directives})
+        )  # fmt: skip
+    reviewer = _started(spawns[0].output) or "reviewer"
+    findings = _findings(spawns[-1].output)
+    sent = [o for o in done if o.name == "send_message"]
+    if not sent:
+        draft = _synthesis(parts, findings)
+        return (
+            Reply()
+            .say(f"The forks are back. Sending the synthesis to {reviewer} to challenge.")
+            .call("send_message", {"to": reviewer, "body": draft, "summary": "synthesis for review"})
+        )
+    inbox = mail(request)
+    verdicts = [m for m in inbox if m.sender == reviewer and m.body.startswith((CHALLENGES, APPROVED))]
+    if not verdicts:
+        return Reply().say(f"Waiting for {reviewer}'s challenges.")
+    challenges = _challenges(verdicts[0])
+    checked = [o for o in done if o.name in ("read", "grep") and _subject(o) in challenges.subjects]
+    if challenges.subjects and not checked:
+        reply = Reply().say(f"{reviewer} raised {len(challenges.items)} points; checking them.")
+        for path in challenges.files:
+            reply.call("read", {"file_path": path, "limit": 15})
+            reply.call("grep", {"pattern": DEFINITION, "path": path, "output_mode": "content"})
+        for path, line in challenges.markers:
+            reply.call("read", {"file_path": path, "offset": line, "limit": 1})
+        return reply
+    if not any(o.name == "write" for o in done):
+        answers = _answers(challenges, checked)
+        report = _report(parts, findings, verdicts[0].body, answers, reviewer)
+        return (
+            Reply()
+            .say(f"Answering {reviewer} and writing {REPORT}.")
+            .call("send_message", {"to": reviewer, "body": answers, "summary": "answers"})
+            .call("write", {"file_path": REPORT, "content": report})
+            .call("request_shutdown", {"agent": reviewer, "reason": "the report is written"})
+        )
+    total = sum(f.lines for f in findings.values())
+    forks = len(re.findall(r"^## \S+: ", spawns[-1].output, re.MULTILINE))
+    return Reply().say(
+        f"Wrote {REPORT}: {len(parts)} parts, {sum(f.files for f in findings.values())} files,"
+        f" {total:,} lines, surveyed by {forks} forks;"
+        f" {reviewer} raised {len(challenges.items)} challenge(s), each answered in the report."
+    )
+
+
+def fork(request: SimRequest) -> Reply:
+    directive = fork_directive(request) or ""
+    wanted = re.search(r"^Parts: (.+)$", directive, re.MULTILINE)
+    parts = [p.strip() for p in wanted.group(1).split(",")] if wanted else []
+    if not parts:
+        return Reply().say("My directive names no parts to survey.")
+    mine = history(request, own=True)
+    if not mine:
+        reply = Reply().say(f"Counting lines and definitions in {', '.join(parts)}.")
+        for part in parts:
+            reply.call("grep", {"pattern": "^", "path": part, "output_mode": "count"})
+            reply.call("grep", {"pattern": DEFINITION, "path": part, "output_mode": "content"})
+        return reply
+    counts = _counts(o.output for o in mine if o.name == "grep" and o.input.get("output_mode") == "count")
+    if not any(o.name == "read" for o in mine):
+        reply = Reply().say("Reading what each part says about itself.")
+        for part in parts:
+            head = _head_file(part, counts)
+            if head is not None:
+                reply.call("read", {"file_path": head, "limit": 15})
+        if reply.content[1:]:
+            return reply
+    definitions = _definitions(o.output for o in mine if o.input.get("output_mode") == "content")
+    heads = {o.input["file_path"]: _purpose(o.output) for o in mine if o.name == "read"}
+    sections = []
+    for part in parts:
+        files = {p: n for p, n in counts.items() if _in_part(p, part)}
+        names = [d for p, d in definitions if _in_part(p, part)]
+        head = _head_file(part, counts)
+        sections.append(
+            f"### {part}\n{len(files)} files, {sum(files.values()):,} lines; {len(names)} definitions"
+            f"{' (' + ', '.join(names[:8]) + (', ...' if len(names) > 8 else '') + ')' if names else ''}.\n"
+            f"Purpose: {heads.get(head or '', '') or 'not stated in the code'}"
+        )
+    return Reply().say("\n\n".join(sections))
+
+
+def reviewer(request: SimRequest) -> Reply:
+    inbox = mail(request)
+    done = history(request)
+    reply = Reply()
+    syntheses = [m for m in inbox if m.body.startswith(SYNTHESIS)]
+    answers = [m for m in inbox if m.body.startswith(ANSWERS)]
+    verdicts = [o for o in done if o.name == "send_message" and o.input.get("body", "").startswith(
+        (CHALLENGES, APPROVED))]  # fmt: skip
+    if len(syntheses) > len(
+        [v for v in verdicts if not v.input["body"].startswith(f"{APPROVED}: the answers")]
+    ):
+        counted = _last(done, "grep", output_mode="count")
+        if counted is None:
+            return (
+                Reply()
+                .say("Checking the synthesis against the tree.")
+                .call("grep", {"pattern": "^", "output_mode": "count"})
+                .call("grep", {"pattern": MARKERS, "output_mode": "content"})
+                .call("bash", {"command": "ls -1p"})
+            )
+        markers = _last(done, "grep", output_mode="content")
+        listing = _last(done, "bash")
+        body = _review(
+            syntheses[-1], _counts([counted.output]), markers.output if markers else "",
+            _parts(listing.output if listing else ""),
+        )  # fmt: skip
+        reply.call("send_message", {"to": syntheses[-1].sender, "body": body, "summary": body.split(":")[0]})
+    elif len(answers) > len([v for v in verdicts if v.input["body"].startswith(f"{APPROVED}: the answers")]):
+        body = f"{APPROVED}: the answers hold; each point is settled with a path and its own words."
+        reply.call("send_message", {"to": answers[-1].sender, "body": body, "summary": "approved"})
+    for request_mail in (m for m in mail(request, last=True) if m.kind == "shutdown_request"):
+        reply.call(
+            "respond_shutdown", {"to": request_mail.sender, "accept": True, "request_id": request_mail.id}
+        )
+    if not reply.content:
+        return Reply().say("Ready to review the synthesis when it comes.")
+    return reply
+
+
+# -- reading tool output ---------------------------------------------------------------
+
+
+def _last(done: list[ToolOutcome], tool: str, **where: str) -> ToolOutcome | None:
+    found = [o for o in done if o.name == tool and all(o.input.get(k) == v for k, v in where.items())]
+    return found[-1] if found else None
+
+
+def _parts(listing: str) -> list[str]:
+    """The entries ``ls -1p`` listed, hidden ones, caches and the report left out."""
+    skip = {"__pycache__/", "node_modules/", REPORT}
+    return [
+        n.strip()
+        for n in listing.splitlines()
+        if n.strip() and not n.startswith(".") and n.strip() not in skip
+    ]
+
+
+def _groups(parts: list[str]) -> list[list[str]]:
+    """The parts in at most MAX_FORKS groups of neighbours, directories before loose files."""
+    ordered = [p for p in parts if p.endswith("/")] + [p for p in parts if not p.endswith("/")]
+    size = -(-len(ordered) // MAX_FORKS)
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+def _started(output: str) -> str | None:
+    found = re.match(r"started (\S+?)[;,]", output)
+    return found.group(1) if found else None
+
+
+def _counts(outputs: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for output in outputs:
+        for line in output.splitlines():
+            path, _, n = line.rpartition(":")
+            if path and n.isdigit():
+                counts[path] = int(n)
+    return counts
+
+
+def _definitions(outputs: Iterable[str]) -> list[tuple[str, str]]:
+    found = []
+    for output in outputs:
+        for line in output.splitlines():
+            path, _, rest = line.partition(":")
+            name = re.search(DEFINITION, rest.partition(":")[2])
+            if name:
+                found.append((path, name.group(1)))
+    return found
+
+
+def _in_part(path: str, part: str) -> bool:
+    return path.startswith(part) if part.endswith("/") else path == part
+
+
+def _head_file(part: str, counts: dict[str, int]) -> str | None:
+    """The file that says what ``part`` is: itself, its ``__init__.py`` or README, or its largest file."""
+    if not part.endswith("/"):
+        return part
+    files = {p: n for p, n in counts.items() if p.startswith(part)}
+    for name in ("__init__.py", "README.md", "README", "mod.rs", "index.js", "index.ts"):
+        if part + name in files:
+            return part + name
+    return max(files, key=lambda p: (files[p], p)) if files else None
+
+
+def _purpose(read_output: str) -> str:
+    """The first sentence of a file's opening docstring or comment, from ``read``'s numbered lines."""
+    lines = [line.partition("\t")[2].strip() for line in read_output.splitlines() if "\t" in line]
+    for line in lines:
+        text = line.strip("\"'#/*!- ").strip()
+        if text and not text.startswith(("from ", "import ", "package ", "use ", "<")):
+            return text.split(". ")[0].rstrip(".") + "."
+    return ""
+
+
+class _Finding:
+    def __init__(self, text: str) -> None:
+        self.text = text.strip()
+        numbers = re.search(r"(\d+) files, ([\d,]+) lines", text)
+        self.files = int(numbers.group(1)) if numbers else 0
+        self.lines = int(numbers.group(2).replace(",", "")) if numbers else 0
+
+
+def _findings(spawn_output: str) -> dict[str, _Finding]:
+    """Each part's section from the forks' answers, by part."""
+    found = {}
+    for section in re.split(r"^### ", spawn_output, flags=re.MULTILINE)[1:]:
+        part, _, body = section.partition("\n")
+        found[part.strip()] = _Finding(body.split("\n## ")[0])
+    return found
+
+
+def _synthesis(parts: list[str], findings: dict[str, _Finding]) -> str:
+    lines = [f"{SYNTHESIS}: {len(parts)} parts, {sum(f.lines for f in findings.values()):,} lines."]
+    for part in parts:
+        finding = findings.get(part)
+        lines.append(f"- {part}: " + (finding.text.replace("\n", " ") if finding else "not surveyed"))
+    return "\n".join(lines)
+
+
+def _review(synthesis: Mail, counts: dict[str, int], markers: str, parts: list[str]) -> str:
+    """The reviewer's verdict: what its own counts and greps find that the synthesis does not say."""
+    points = []
+    missing = [
+        p for p in parts if f"- {p}:" not in synthesis.body or f"- {p}: not surveyed" in synthesis.body
+    ]
+    if missing:
+        points.append(f"The synthesis does not cover {', '.join(missing)}.")
+    big = sorted(((n, p) for p, n in counts.items() if n > BIG_FILE_LINES), reverse=True)[:3]
+    for n, path in big:
+        points.append(
+            f"{path} ({n} lines) is the biggest file in its part; what does it hold, and is it too big?"
+        )
+    found = [line for line in markers.splitlines() if re.search(MARKERS, line) and ":" in line][:5]
+    if found:
+        points.append(
+            "Open markers left in the code: "
+            + "; ".join(f.split(":")[0] + ":" + f.split(":")[1] for f in found)
+        )
+    if not points:
+        return f"{APPROVED}: every part is covered; no file over {BIG_FILE_LINES} lines and no open markers."
+    return f"{CHALLENGES}:\n" + "\n".join(f"{i}. {p}" for i, p in enumerate(points, 1))
+
+
+class _Challenges:
+    def __init__(self, verdict: Mail) -> None:
+        self.items = re.findall(r"^\d+\. (.+)$", verdict.body, re.MULTILINE)
+        self.files = [m.group(1) for item in self.items if (m := re.match(r"(\S+) \(\d+ lines\)", item))]
+        self.markers = [
+            (path, int(line))
+            for item in self.items
+            if item.startswith("Open markers")
+            for path, line in re.findall(r"(\S+?):(\d+)", item.partition(": ")[2])
+        ]
+        self.subjects = set(self.files) | {path for path, _ in self.markers}
+
+
+def _first_line(read_output: str) -> str:
+    return read_output.splitlines()[0].partition("\t")[2].strip() if read_output else ""
+
+
+def _subject(outcome: ToolOutcome) -> str:
+    return str(outcome.input.get("file_path") or outcome.input.get("path") or "")
+
+
+def _challenges(verdict: Mail) -> _Challenges:
+    return _Challenges(verdict)
+
+
+def _answers(challenges: _Challenges, checked: list[ToolOutcome]) -> str:
+    lines = [f"{ANSWERS}:"]
+    for i, item in enumerate(challenges.items, 1):
+        if item.startswith("Open markers"):
+            quoted = [
+                f"{o.input['file_path']}:{o.input['offset']} `{_first_line(o.output)}`"
+                for o in checked
+                if o.name == "read" and "offset" in o.input
+            ]
+            lines.append(f"{i}. Each is quoted here, for the code's owners to settle: {'; '.join(quoted)}.")
+            continue
+        path = next((p for p in challenges.files if item.startswith(p + " ")), None)
+        if path is None:
+            lines.append(f"{i}. Agreed; the report covers it.")
+            continue
+        head = next(
+            (o for o in checked if o.name == "read" and _subject(o) == path and "offset" not in o.input), None
+        )
+        defs = next((o for o in checked if o.name == "grep" and o.input["path"] == path), None)
+        n = len(_definitions([defs.output])) if defs else 0
+        purpose = _purpose(head.output) if head else ""
+        size = re.search(r"\((\d+) lines\)", item)
+        lines.append(
+            f"{i}. {path}: {purpose or 'its opening lines say nothing'} It has {n} definitions,"
+            f" {int(size.group(1)) // max(n, 1) if size else '?'} lines each on average: one job, several"
+            " steps, which is why it is long."
+        )
+    return "\n".join(lines)
+
+
+def _report(
+    parts: list[str], findings: dict[str, _Finding], verdict: str, answers: str, reviewer: str
+) -> str:
+    files = sum(f.files for f in findings.values())
+    lines = sum(f.lines for f in findings.values())
+    out = [
+        "# Survey of this source tree",
+        "",
+        f"{len(parts)} parts, {files} files, {lines:,} lines. Each part was surveyed by a fork of the lead"
+        f" (line counts and definitions by grep, purpose from the code's own opening lines);"
+        f" {reviewer} challenged the synthesis.",
+        "",
+        "## Parts",
+    ]
+    for part in parts:
+        finding = findings.get(part)
+        out += ["", f"### {part}", finding.text if finding else "Not surveyed."]
+    out += ["", "## Review", "", verdict, "", answers, ""]
+    return "\n".join(out)
