@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         " .teamrt/agents or .claude/agents), on a prompt in this directory, in a run of its own, and"
         " print the answer with turns, tokens, cache-read share and cost. --model sim runs offline.",
     )
-    run.add_argument("teamfile", nargs="?", help="a team file (TOML); see examples/teams/")
+    run.add_argument("teamfile", nargs="?", help="a team file (TOML); see examples/*/team.toml")
     run.add_argument("--prompt", help="the task (a team file may give a default)")
     run.add_argument("--agent", default="lead", help="the agent definition to run (default: lead)")
     run.add_argument(
@@ -351,39 +351,16 @@ def _detach(args: argparse.Namespace) -> int:
 def _check_run(args: argparse.Namespace) -> None:
     """Raise what ``run_team_file`` or ``run_single`` would raise before creating a run, creating none."""
     import asyncio
-    from pathlib import Path
 
-    from .agents import load_definitions
-    from .models import open_model
-    from .models.registry import is_sim
-    from .runtime.teamfile import load_team_file
-    from .runtime.teamrun import BranchTaken, NoPrompt, UnknownAgent
-    from .settings import load_settings
-    from .worktree import GitRepo
+    from .runtime.teamrun import check_start, single_team, team_from_file
 
     project = Path.cwd()
-    definitions = load_definitions(project)
-    branch = None
     if args.teamfile is not None:
-        team = load_team_file(Path(args.teamfile), project=project)
-        if not (args.prompt or team.prompt):
-            raise NoPrompt(f"{args.teamfile}: the team file has no prompt; give one with --prompt")
-        roles = (team.lead, *team.roles.values())
-        names = {args.model} if args.model is not None else {team.model, *(r.model for r in roles if r.model)}
-        branch = team.integration_branch
-    elif args.agent not in definitions:
-        raise UnknownAgent(f"no agent named {args.agent!r}; known: {', '.join(sorted(definitions))}")
+        team, _ = team_from_file(Path(args.teamfile), prompt=args.prompt, model=args.model, project=project)
     else:
-        names = {args.model or "sim"}
-    repo = GitRepo.find(project)
-    if branch and repo and repo.tip(branch):
-        raise BranchTaken(
-            f"{args.teamfile}: the integration branch {branch!r} exists already;"
-            " delete it, or name another in [merge] integration_branch"
-        )
-    settings = load_settings()
-    for name in sorted(n for n in names if not is_sim(n)):  # the simulator always opens
-        asyncio.run(open_model(name, settings=settings).aclose())
+        team, _ = single_team(args.agent, model=args.model or "sim", project=project)
+    for model in check_start(team, project, sim=False).values():
+        asyncio.run(model.aclose())
 
 
 def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import home
 from ..agents import AgentDefinition, load_definitions
 from ..models import Model, open_model
+from ..models.registry import is_sim
 from ..models.types import OnText
 from ..settings import load_settings
 from ..store import Store, create_store
@@ -56,6 +57,16 @@ async def run_team_file(
     run_id: str | None = None,
 ) -> RunSummary:
     """Run the team of ``path`` on ``prompt`` (default: the file's); ``model`` replaces every role's model."""
+    team, task = team_from_file(path, prompt=prompt, model=model, project=project)
+    return await run_team(
+        team, task, project=project, definitions=load_definitions(project), on_notice=on_notice, run_id=run_id
+    )
+
+
+def team_from_file(
+    path: Path, *, prompt: str | None, model: str | None, project: Path
+) -> tuple[TeamFile, str]:
+    """The team of ``path`` (``model`` replacing every role's) and its task; raises on a user's mistake."""
     team = load_team_file(path, project=project)
     if model is not None:
         team = dataclasses.replace(
@@ -67,9 +78,38 @@ async def run_team_file(
     task = prompt or team.prompt
     if not task:
         raise NoPrompt(f"{path}: the team file has no prompt; give one with --prompt")
-    return await run_team(
-        team, task, project=project, definitions=load_definitions(project), on_notice=on_notice, run_id=run_id
-    )
+    return team, task
+
+
+def single_team(
+    agent: str, *, model: str, project: Path, on_ask: str = "deny", max_turns: int | None = None,
+    budget_tokens: int | None = None, budget_usd: float | None = None,
+) -> tuple[TeamFile, dict[str, AgentDefinition]]:  # fmt: skip
+    """The team of ``teamrt run --prompt``: the agent ``agent`` as a lead with no roles."""
+    definitions = load_definitions(project)
+    if agent not in definitions:
+        raise UnknownAgent(f"no agent named {agent!r}; known: {', '.join(sorted(definitions))}")
+    lead = RoleSpec("lead", agent, None, None, None, max_turns, None)
+    team = TeamFile(
+        path=project, name=agent, lead=lead, model=model, on_ask=on_ask,
+        budget_tokens=budget_tokens, budget_usd=budget_usd,
+    )  # fmt: skip
+    return team, definitions
+
+
+def check_start(team: TeamFile, project: Path, *, sim: bool = True) -> dict[str, Model]:
+    """What must hold before a run of ``team`` exists: its integration branch is free and every model
+    opens (a missing key fails here). Returns the models, open; without ``sim``, leaves out the
+    simulator's, which always open (and would cost the SDK's import)."""
+    repo = GitRepo.find(project)
+    if repo and team.integration_branch and repo.tip(team.integration_branch):
+        raise BranchTaken(
+            f"{team.path}: the integration branch {team.integration_branch!r} exists already;"
+            " delete it, or name another in [merge] integration_branch"
+        )
+    names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
+    settings = load_settings()
+    return {name: open_model(name, settings=settings) for name in sorted(names) if sim or not is_sim(name)}
 
 
 async def run_single(
@@ -89,12 +129,8 @@ async def run_single(
 
     ``model`` decides: an agent file's model never turns the offline default into Claude.
     """
-    definitions = load_definitions(project)
-    if agent not in definitions:
-        raise UnknownAgent(f"no agent named {agent!r}; known: {', '.join(sorted(definitions))}")
-    lead = RoleSpec("lead", agent, None, None, None, max_turns, None)
-    team = TeamFile(
-        path=project, name=agent, lead=lead, model=model, on_ask=on_ask,
+    team, definitions = single_team(
+        agent, model=model, project=project, on_ask=on_ask, max_turns=max_turns,
         budget_tokens=budget_tokens, budget_usd=budget_usd,
     )  # fmt: skip
     return await run_team(
@@ -114,17 +150,9 @@ async def run_team(
 ) -> RunSummary:
     """Run ``team`` on ``task`` to the end, as run ``run_id`` (default: a fresh id)."""
     settings = load_settings()
+    models = check_start(team, project)
     repo = GitRepo.find(project)
     base = repo.head() if repo else None
-    if repo and team.integration_branch and repo.tip(team.integration_branch):
-        raise BranchTaken(
-            f"{team.path}: the integration branch {team.integration_branch!r} exists already;"
-            " delete it, or name another in [merge] integration_branch"
-        )
-    names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
-    models: dict[str, Model] = {}
-    for name in sorted(names):  # a missing key fails here, before a run exists
-        models[name] = open_model(name, settings=settings)
     run_id = home.new_run_id() if run_id is None else run_id
     run_dir = home.run_dir(run_id)
     integration = team.integration_branch or f"teamrt/{run_id}"

@@ -127,10 +127,10 @@ def fork(request: SimRequest) -> Reply:
         files = {p: n for p, n in counts.items() if _in_part(p, part)}
         names = [d for p, d in definitions if _in_part(p, part)]
         head = _head_file(part, counts)
+        shown = f" ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
         sections.append(
-            f"### {part}\n{len(files)} files, {sum(files.values()):,} lines; {len(names)} definitions"
-            f"{' (' + ', '.join(names[:8]) + (', ...' if len(names) > 8 else '') + ')' if names else ''}.\n"
-            f"Purpose: {heads.get(head or '', '') or 'not stated in the code'}"
+            f"### {part}\n{_plural(len(files), 'file')}, {sum(files.values()):,} lines;"
+            f" {len(names)} definitions{shown}.\nPurpose: {heads.get(head or '') or 'not stated in the code'}"
         )
     return Reply().say("\n\n".join(sections))
 
@@ -253,7 +253,7 @@ def _purpose(read_output: str) -> str:
 class _Finding:
     def __init__(self, text: str) -> None:
         self.text = text.strip()
-        numbers = re.search(r"(\d+) files, ([\d,]+) lines", text)
+        numbers = re.search(r"(\d+) files?, ([\d,]+) lines", text)
         self.files = int(numbers.group(1)) if numbers else 0
         self.lines = int(numbers.group(2).replace(",", "")) if numbers else 0
 
@@ -310,6 +310,10 @@ class _Challenges:
             for path, line in re.findall(r"(\S+?):(\d+)", item.partition(": ")[2])
         ]
         self.subjects = set(self.files) | {path for path, _ in self.markers}
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _first_line(read_output: str) -> str:
