@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_run_cli import teamrt
 
 from teamrt import logs
 from teamrt.logs import follow, format_event
@@ -24,17 +25,6 @@ from teamrt.runs import RunsError
 from teamrt.store import EventRecord, Store, create_store, open_reader
 
 TIMEOUT_S = 60
-
-
-def teamrt(*args: str, project: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "teamrt", *args],
-        env={**os.environ, "TEAMRT_HOME": str(project / ".teamrt"), **env},
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
 
 
 def detach(*args: str, project: Path, **env: str) -> str:

@@ -12,7 +12,7 @@ from teamrt.runtime import teamfile
 from teamrt.runtime.teamfile import RoleSpec, TeamFile, TeamFileError, load_team_file
 from teamrt.tools.permissions import Permissions
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "teams"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUILTINS = "coder, lead, researcher, reviewer"
 
 
@@ -119,23 +119,23 @@ def test_a_claude_team_may_put_a_role_on_sim(tmp_path: Path) -> None:
     assert (team.model, team.roles["researcher"].model) == ("claude-sonnet-5-5", "sim")
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda path: path.stem)
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*/team.toml")), ids=lambda path: path.parent.name)
 def test_example_teams_load(path: Path, tmp_path: Path) -> None:
     team = load_team_file(path, project=tmp_path)
-    assert team.name == path.stem and team.model == "sim" and team.prompt
-    assert team.budget_usd is not None and team.budget_usd <= 2
+    assert f"{team.name}-team" == path.parent.name and team.model == "sim" and team.prompt
+    assert team.budget_usd is not None and team.budget_usd <= 3
     assert "reviewer" in team.roles
     Permissions(allow=team.allow, deny=team.deny, ask=team.ask)
 
 
 def test_both_example_teams_exist(tmp_path: Path) -> None:
-    assert sorted(path.name for path in EXAMPLES.glob("*.toml")) == ["coding.toml", "research.toml"]
-    research = load_team_file(EXAMPLES / "research.toml", project=tmp_path)
-    assert set(research.roles) == {"researcher", "reviewer"}
-    coding = load_team_file(EXAMPLES / "coding.toml", project=tmp_path)
+    assert sorted(p.parent.name for p in EXAMPLES.glob("*/team.toml")) == ["coding-team", "research-team"]
+    research = load_team_file(EXAMPLES / "research-team" / "team.toml", project=tmp_path)
+    assert set(research.roles) == {"reviewer"}, "its researchers are forks of the lead"
+    coding = load_team_file(EXAMPLES / "coding-team" / "team.toml", project=tmp_path)
     assert set(coding.roles) == {"coder", "reviewer"}
-    assert coding.gates == ("python -m pytest -q",)
-    assert {"Bash(python -m pytest:*)", "Bash(git diff:*)"} <= set(coding.allow)
+    assert coding.gates == ("python3 -m unittest -q",)
+    assert {"Bash(python3 -m unittest:*)", "Bash(git diff:*)"} <= set(coding.allow)
 
 
 @pytest.mark.parametrize(

@@ -169,25 +169,18 @@ def coder(request: SimRequest) -> Reply:
         return reply.say(f"Reading {s.where[0]}.").call("read", {"file_path": s.where[0]})
     if s.where is not None and s.options is not None:
         path, name = s.where
-        if len(s.results) < len(s.options):
-            k = len(s.results)
+        k = len(s.results) if len(s.results) < len(s.options) else s.best()
+        if k is not None:
             option = s.options[k]
-            return (
-                reply.say(
-                    f"{name}, change {k + 1} of {len(s.options)}: line {option.line}"
-                    f" `{option.before}` -> `{option.after}`."
-                )
-                .call("edit", {"file_path": path, "old_string": option.old, "new_string": option.new})
-                .call("bash", {"command": check})
+            trying = k not in s.results
+            said = (
+                f"{name}, change {k + 1} of {len(s.options)}: `{option.before}` -> `{option.after}`."
+                if trying
+                else f"The best change to {name} fixes {len(s.baseline - s.results[k])} of {len(s.baseline)}"
+                " failures; keeping it and looking again."
             )
-        best = s.best()
-        if best is not None:
-            option = s.options[best]
             return (
-                reply.say(
-                    f"The best change to {name} fixes {len(s.baseline) - len(s.results[best])} of"
-                    f" {len(s.baseline)} failures; keeping it and looking again."
-                )
+                reply.say(said)
                 .call("edit", {"file_path": path, "old_string": option.old, "new_string": option.new})
                 .call("bash", {"command": check})
             )
