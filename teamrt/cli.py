@@ -10,11 +10,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from . import __version__
 from .mailbox import MailboxError
 from .settings import SettingsError
+
+if TYPE_CHECKING:
+    from .runtime.teamrun import RunSummary
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -114,6 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
         " output.log in the run's directory (follow it with: teamrt logs RUN -f)",
     )
     run.add_argument("--run-id", type=_run_name, help=argparse.SUPPRESS)  # the id a detached run is given
+    resume = commands.add_parser(
+        "resume",
+        help="take over a crashed run and go on to its end",
+        description="Go on with a run whose process died (teamrt ls says crashed): processes its tools"
+        " left are killed, mail is reconciled, every agent that had not ended goes on from its last kept"
+        " turn, a side-effecting tool call the crash cut short is reported to its agent as interrupted"
+        " rather than run again. A live run is refused.",
+    )
+    resume.add_argument("run", metavar="RUN", help="the run's id, as teamrt ls shows it")
+    resume.add_argument("--quiet", action="store_true", help="do not stream the lead's text as it arrives")
     commands.add_parser(
         "models",
         help="list the known models with their prices and cache minimums",
@@ -203,6 +216,8 @@ def _run(args: argparse.Namespace) -> int:
         return _list_models()
     if args.command == "run":
         return _run_one(args)
+    if args.command == "resume":
+        return _resume(args)
     if args.command in ("ls", "show", "send", "stop"):
         return _inspect(args)
     if args.command == "logs":
@@ -269,8 +284,13 @@ def _run_one(args: argparse.Namespace) -> int:
     ) as e:  # fmt: skip
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
+    return _report(result, quiet=args.quiet or args.teamfile is not None)
+
+
+def _report(result: RunSummary, *, quiet: bool) -> int:
+    """A run's end: its answer (unless it streamed), its totals, and the exit status."""
     outcome = result.outcome
-    if (args.quiet or args.teamfile is not None) and outcome.answer:
+    if quiet and outcome.answer:
         print(outcome.answer)
     prompt_tokens = result.input_tokens + result.cache_read_tokens
     share = result.cache_read_tokens / prompt_tokens if prompt_tokens else 0.0
@@ -372,6 +392,23 @@ def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:
         flag = "--" + dest.replace("_", "-")
         argv.append(flag if value is True else f"{flag}={value}")
     return argv if args.teamfile is None else [*argv, "--", args.teamfile]
+
+
+def _resume(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from . import home
+    from .agents import DefinitionError
+    from .models import ModelConfigError
+    from .runtime.teamrun import NotResumable, resume_run
+    from .store import StoreError
+
+    try:
+        result = asyncio.run(resume_run(args.run, on_text=None if args.quiet else _echo))
+    except (home.UnknownRun, NotResumable, StoreError, ModelConfigError, DefinitionError) as e:
+        print(f"teamrt: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return _report(result, quiet=args.quiet)
 
 
 def _echo(text: str) -> None:

@@ -14,6 +14,7 @@ modules; the loop only calls them.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -78,19 +79,22 @@ class AgentLoop:
         """End the agent, done, once the current turn's tool results are kept (an accepted shutdown)."""
         self._finishing = reason
 
-    async def run(self, task: str | list[Block] | None = None) -> Outcome:
-        """Run to the end. ``task``: the first user turn's text, or its blocks (a fork's).
+    async def run(
+        self, task: str | list[Block] | None = None, *, finished: list[FinishedCall] | None = None
+    ) -> Outcome:
+        """Run to the end. ``task``: the first user turn's text, or its blocks (a fork's);
+        ``finished``: results of the last turn's calls, settled by a resume.
 
         Run again after it ended (a worktree agent whose merge failed), it goes on from the mail
         that woke it, waiting for that mail if it has not come yet.
         """
         self._task = asyncio.current_task()
-        results: list[FinishedCall] = []
+        results: list[FinishedCall] = list(finished or [])
         start: list[Block] = [{"type": "text", "text": task}] if isinstance(task, str) else list(task or [])
         try:
             if self._stopping is not None:  # stopped between runs
                 return await self._end("stopped", self.answer, self._stopping)
-            ended = not start and self.messages and self.messages[-1]["role"] == "assistant"
+            ended = not (start or results) and self.messages and self.messages[-1]["role"] == "assistant"
             if ended and not self._mail_waiting():
                 assert self.env.inbox is not None, "an agent run again needs an inbox"
                 self._waiting.append(await self.env.inbox.next())
@@ -136,6 +140,30 @@ class AgentLoop:
             self._task = None  # stop() between runs (a worktree agent merging) must not cancel its caller
 
     # -- input ----------------------------------------------------------------
+
+    def resumed_from_store(self) -> None:
+        """Count the kept turns and take the latest answer, for an agent rebuilt from the store."""
+        said = [m for m in self.messages if m["role"] == "assistant"]
+        self.turns = len(said)
+        for message in reversed(said):
+            text = "".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
+            if text:
+                self.answer = text
+                break
+
+    def has_mail(self) -> bool:
+        """Whether mail is waiting to be read."""
+        return self._mail_waiting()
+
+    def hold(self, mail: list[Message]) -> None:
+        """Mail read from the inbox before the agent runs (a resume), for its next user turn."""
+        self._waiting.extend(mail)
+
+    async def rerun(self, call: Block) -> FinishedCall:
+        """Run a call of the last kept turn (after a crash: never started, or read-only) to its result."""
+        result = await self._run_one(call, {})
+        status = "error" if result.is_error else "done"
+        return FinishedCall(call["id"], status, [_result_block(call["id"], result)], result.is_error)
 
     def _take_mail(self) -> list[Message]:
         mail, self._waiting = self._waiting, []
@@ -314,7 +342,7 @@ class AgentLoop:
                 and len(batch) < MAX_PARALLEL_READS
             ):
                 batch.append(calls[i + len(batch)])
-            outcomes = await asyncio.gather(*(self._run_one(c, response) for c in batch))
+            outcomes = await asyncio.gather(*(self._run_one(c, response.invalid_tool_inputs) for c in batch))
             results.update(zip((c["id"] for c in batch), outcomes, strict=True))
             i += len(batch)
         bounded = bound_results(results, self.env.spill_dir, self.spec.name)
@@ -327,10 +355,10 @@ class AgentLoop:
         tool = self.spec.tools.get(call["name"])
         return tool is not None and tool.read_only
 
-    async def _run_one(self, call: Block, response: ModelResponse) -> ToolResult:
+    async def _run_one(self, call: Block, invalid: Mapping[str, str]) -> ToolResult:
         """Run one call, or say why it may not run. A call with side effects is journaled
         ``running`` first; a read-only one needs no mark, since a resume runs it again anyway."""
-        refusal = await self._refusal(call, response)
+        refusal = await self._refusal(call, invalid)
         if refusal is not None:
             return ToolResult(refusal, is_error=True)
         store, call_id, tool = self.env.store, call["id"], self.spec.tools[call["name"]]
@@ -346,11 +374,11 @@ class AgentLoop:
         except ToolError as e:
             return ToolResult(str(e), is_error=True)
 
-    async def _refusal(self, call: Block, response: ModelResponse) -> str | None:
+    async def _refusal(self, call: Block, invalid: Mapping[str, str]) -> str | None:
         """Why the call may not run (invalid input, no such tool, a permission), or None."""
         name = call["name"]
-        if call["id"] in response.invalid_tool_inputs:
-            return response.invalid_tool_inputs[call["id"]]
+        if call["id"] in invalid:
+            return invalid[call["id"]]
         tool = self.spec.tools.get(name)
         if tool is None:
             return f"there is no tool named {name!r}; the tools are: {', '.join(sorted(self.spec.tools))}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
 from ..models import Model, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
 from ..settings import Settings
-from ..store import Store, TaskUnavailable
+from ..store import AgentRecord, FinishedCall, Store, TaskUnavailable, Usage
 from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.permissions import Permissions
 from ..tools.registry import builtin_tools
@@ -43,6 +44,7 @@ from .asking import policy_asker
 from .budget import Budget
 from .history import rebuild, unanswered_calls
 from .loop import AgentLoop
+from .resume import ENDED, INTERRUPTED, kill_leftovers, record_unrecorded_merges, worktree_base
 from .teamfile import RoleSpec, TeamFile
 
 MAX_RESTARTS = 2
@@ -115,10 +117,40 @@ class Supervisor:
 
     async def run(self, prompt: str) -> Outcome:
         """Run the lead on ``prompt`` to its end; then stop whoever is left."""
-        control = asyncio.create_task(self._control())
-        try:
+
+        async def begin() -> Member:
             lead = await self._add(self.team.lead, "lead", kind="lead", parent=None, depth=0)
             self._start(lead, prompt)
+            return lead
+
+        return await self._conduct(begin)
+
+    async def resume(self) -> Outcome:
+        """Go on with a crashed run: reconcile what the crash left (``resume``), then restart every
+        agent that had not ended from its last kept turn, under a new epoch."""
+
+        async def begin() -> Member:
+            reader = self.store.reader
+            await kill_leftovers(reader.tool_calls(statuses=("running",)))
+            if self.worktrees is not None:
+                await record_unrecorded_merges(self.store, self.worktrees)
+            usage = reader.run().usage
+            self.run_budget.spent_tokens, self.run_budget.spent_usd = usage.total_tokens, usage.cost_usd
+            for record in reader.agents():
+                await self._restore(record)
+            for member in self.members.values():
+                if not member.done.done():
+                    self._start(member, None, resumed=True)
+            await self.store.append_event("run.resumed", {"agents": len(self.members)})
+            return self.members["lead"]
+
+        return await self._conduct(begin)
+
+    async def _conduct(self, begin: Callable[[], Awaitable[Member]]) -> Outcome:
+        """Run the team from ``begin`` (which starts its agents and names the lead) to the lead's end."""
+        control = asyncio.create_task(self._control())
+        try:
+            lead = await begin()
             outcome = await lead.done
             for member in list(self.members.values()):
                 if not member.done.done():
@@ -174,22 +206,11 @@ class Supervisor:
     ) -> Member:
         definition = self.definitions[role.agent]
         model_name = fork_of.loop.spec.model_name if fork_of else (role.model or self.team.model)
-        budget = Budget(f"agent {name}", role.budget_tokens, role.budget_usd)
         checkout = None
-        if parent is None:
-            tools = ToolContext(
-                workspace=self.project, run_dir=self.run_dir, extra_roots=(self.run_dir / "spill",)
-            )
-        elif kind == "worktree":
+        if kind == "worktree":
             assert self.worktrees is not None
             checkout = await self.worktrees.create(name, parent)
-            tools = ToolContext(
-                workspace=checkout.workspace, run_dir=self.run_dir, extra_roots=(self.run_dir / "spill",),
-                env=checkout.env(self.worktrees.repo), readable=(self.worktrees.repo.git_dir,),
-                writable=checkout.writable,
-            )  # fmt: skip
-        else:  # forks and teammates work where their parent does
-            tools = self.members[parent].loop.env.tools
+        tools = self._tools_context(kind, parent, checkout)
         await self.store.add_agent(
             name,
             kind=kind,
@@ -202,25 +223,59 @@ class Supervisor:
             budget_tokens=role.budget_tokens,
             budget_usd=role.budget_usd,
         )
+        if checkout is not None:
+            await self.store.append_event("worktree.created", {"base": checkout.base}, agent=name)
         epoch = await self.store.begin_epoch(name)
-        self.mailbox.register(name)
-        inbox = Inbox(self.mailbox, name, watcher=self.watcher)
         if fork_of is not None:
             spec = dataclasses.replace(fork_of.loop.spec, name=name, role=role.name, persistent=False)
         else:
-            spec = AgentSpec(
-                name=name,
-                model=self.model(model_name),
-                model_name=model_name,
-                system=definition.prompt,
-                tools=self._tools_for(definition),
-                permissions=self._permissions(role, definition),
-                info=lookup(model_name, self._prices),
-                role=role.name,
-                team=self.team.name,
-                max_turns=role.max_turns or definition.max_turns,
-                persistent=kind == "team",
-            )
+            spec = self._spec(name, role, definition, model_name, persistent=kind == "team")
+        messages = list(fork_of.loop.messages) if fork_of else None
+        if messages:
+            await self.store.append_turn(name, epoch=epoch, role="compaction", content=messages)
+        return self._member(name, kind, parent, depth, role, spec, tools, epoch, messages, checkout)
+
+    def _tools_context(self, kind: str, parent: str | None, checkout: Checkout | None) -> ToolContext:
+        """Where an agent works: the project (the lead), its checkout, or its parent's workspace."""
+        extra = (self.run_dir / "spill",)
+        if parent is None:
+            return ToolContext(workspace=self.project, run_dir=self.run_dir, extra_roots=extra)
+        if checkout is not None:
+            assert self.worktrees is not None
+            return ToolContext(
+                workspace=checkout.workspace, run_dir=self.run_dir, extra_roots=extra,
+                env=checkout.env(self.worktrees.repo), readable=(self.worktrees.repo.git_dir,),
+                writable=checkout.writable,
+            )  # fmt: skip
+        return self.members[parent].loop.env.tools  # forks and teammates work where their parent does
+
+    def _spec(
+        self, name: str, role: RoleSpec, definition: AgentDefinition, model_name: str, *, persistent: bool
+    ) -> AgentSpec:
+        return AgentSpec(
+            name=name,
+            model=self.model(model_name),
+            model_name=model_name,
+            system=definition.prompt,
+            tools=self._tools_for(definition),
+            permissions=self._permissions(role, definition),
+            info=lookup(model_name, self._prices),
+            role=role.name,
+            team=self.team.name,
+            max_turns=role.max_turns or definition.max_turns,
+            persistent=persistent,
+        )
+
+    def _member(
+        self, name: str, kind: str, parent: str | None, depth: int, role: RoleSpec, spec: AgentSpec,
+        tools: ToolContext, epoch: int, messages: list[Any] | None, checkout: Checkout | None,
+        spent: Usage | None = None,
+    ) -> Member:  # fmt: skip
+        self.mailbox.register(name)
+        inbox = Inbox(self.mailbox, name, watcher=self.watcher)
+        budget = Budget(f"agent {name}", role.budget_tokens, role.budget_usd)
+        if spent is not None:  # a resumed agent's budget counts what it spent before
+            budget.spent_tokens, budget.spent_usd = spent.total_tokens, spent.cost_usd
         env = AgentEnv(
             store=self.store,
             tools=tools,
@@ -236,9 +291,6 @@ class Supervisor:
             current_epoch=lambda agent: self.members[agent].loop.epoch if agent in self.members else None,
             after_tools=(lambda tools: self._check_overlap(name, tools)) if checkout else None,
         )
-        messages = list(fork_of.loop.messages) if fork_of else None
-        if messages:
-            await self.store.append_turn(name, epoch=epoch, role="compaction", content=messages)
         member = Member(
             name, kind, parent, depth, AgentLoop(spec, env, epoch=epoch, messages=messages), inbox,
             checkout=checkout,
@@ -269,12 +321,25 @@ class Supervisor:
         allow = [*self.team.allow, *team_tools(self)]  # coordination is allowed unless a rule denies it
         return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask)
 
-    def _start(self, member: Member, task: str | list[Block] | None) -> None:
+    def _start(self, member: Member, task: str | list[Block] | None, *, resumed: bool = False) -> None:
+        """Run ``member`` as a task of its own; ``resumed``: it goes on from its kept turns."""
+
+        async def first_run() -> Outcome:
+            if not resumed:
+                return await self._run_with_restarts(member, task)
+            if self.store.reader.agent(member.name).status == "merging":
+                return Outcome("done", member.loop.answer, member.loop.turns)
+            if self._had_ended(member):
+                if member.checkout is None:  # a worktree agent's status is its landing's
+                    await self.store.set_agent_status(member.name, "done")
+                return Outcome("done", member.loop.answer, member.loop.turns)
+            return await self._run_with_restarts(member, None, finished=await self._settle_calls(member))
+
         async def work() -> Outcome:
             if member.kind == "lead":
-                return await self._run_with_restarts(member, task)
+                return await first_run()
             async with self._slots:
-                outcome = await self._run_with_restarts(member, task)
+                outcome = await first_run()
                 if member.checkout is not None:
                     outcome = await self._land(member, outcome)
                 return outcome
@@ -283,7 +348,8 @@ class Supervisor:
             try:
                 outcome = await work()
             except BaseException as e:  # a bug here must not leave its parent, or the run, waiting
-                self._settle(member, Outcome("failed", member.loop.answer, member.loop.turns, repr(e)))
+                if not member.done.done():
+                    self._settle(member, Outcome("failed", member.loop.answer, member.loop.turns, repr(e)))
                 raise
             self._settle(member, outcome)
 
@@ -297,12 +363,14 @@ class Supervisor:
         if not member.settled.done():
             member.settled.set_result(None)
 
-    async def _run_with_restarts(self, member: Member, task: str | list[Block] | None) -> Outcome:
+    async def _run_with_restarts(
+        self, member: Member, task: str | list[Block] | None, *, finished: list[FinishedCall] | None = None
+    ) -> Outcome:
         """Run the agent; one that raises (a bug in a tool, say) is restarted from its last kept
         turn under a new epoch, at most ``MAX_RESTARTS`` times, then marked failed."""
         for attempt in range(MAX_RESTARTS + 1):
             try:
-                return await member.loop.run(task)
+                return await member.loop.run(task, finished=finished)
             except Exception as e:
                 why = f"{type(e).__name__}: {e}"
                 await self.store.append_event(
@@ -313,7 +381,7 @@ class Supervisor:
                     await self.store.set_agent_status(member.name, "failed", reason)
                     return Outcome("failed", "", member.loop.turns, reason)
                 await asyncio.sleep(RESTART_BACKOFF_S * 2**attempt)
-                task = await self._restart(member, why)
+                task, finished = await self._restart(member, why), None
         raise AssertionError("unreachable")
 
     async def _land(self, member: Member, outcome: Outcome) -> Outcome:
@@ -388,6 +456,99 @@ class Supervisor:
         old = member.loop
         member.loop = AgentLoop(old.spec, old.env, epoch=epoch, messages=messages)
         return results or None
+
+    async def _restore(self, record: AgentRecord) -> Member:
+        """``record``'s agent as the crash left it: its conversation, its workspace, its mail."""
+        reader = self.store.reader
+        role = self._role_of(record)
+        ended = record.status in ENDED
+        checkout = None
+        if record.kind == "worktree" and not ended:
+            assert self.worktrees is not None
+            checkout = await self.worktrees.restore(record.name, worktree_base(reader.events(), record.name))
+        tools = self._tools_context(record.kind, record.parent, checkout)
+        parent = self.members.get(record.parent or "")
+        if record.kind == "fork" and parent is not None:
+            spec = dataclasses.replace(parent.loop.spec, name=record.name, role=role.name, persistent=False)
+        else:
+            definition = self.definitions[role.agent]
+            spec = self._spec(record.name, role, definition, record.model, persistent=record.kind == "team")
+        epoch = record.epoch if ended else await self.store.begin_epoch(record.name)
+        member = self._member(
+            record.name, record.kind, record.parent, record.depth, role, spec, tools, epoch,
+            rebuild(reader.turns(record.name)), checkout, spent=record.usage,
+        )  # fmt: skip
+        member.loop.resumed_from_store()
+        if ended:
+            member.busy = False
+            member.done.set_result(Outcome(record.status, member.loop.answer, member.loop.turns,
+                                           record.status_reason))  # fmt: skip
+            member.settled.set_result(None)
+            return member
+        ingested = reader.ingested_ids(record.name)
+        fresh = []
+        while (msg := member.inbox.poll()) is not None:
+            if msg.id in ingested:  # ingested before the crash, acknowledged only now
+                member.inbox.ack(msg)
+            else:
+                fresh.append(msg)
+        member.loop.hold(fresh)
+        if record.kind == "team" and member.loop.answer:
+            member.settled.set_result(None)
+        return member
+
+    def _had_ended(self, member: Member) -> bool:
+        """Whether a resumed agent had given its final answer: its last kept turn is the model's, with
+        no call, and nothing would have kept it waiting (a teammate always waits for mail)."""
+        messages = member.loop.messages
+        if member.loop.spec.persistent or not messages or messages[-1]["role"] != "assistant":
+            return False
+        keep_waiting = member.loop.env.keep_waiting
+        waits = member.kind == "lead" and keep_waiting is not None and keep_waiting()
+        return not unanswered_calls(messages) and not waits and not member.loop.has_mail()
+
+    def _role_of(self, record: AgentRecord) -> RoleSpec:
+        if record.kind == "lead":
+            return self.team.lead
+        if record.kind == "fork":
+            return dataclasses.replace(self.team.lead, name="fork")
+        return self.team.roles[record.role or ""]
+
+    async def _settle_calls(self, member: Member) -> list[FinishedCall]:
+        """Results for the calls of a resumed agent's last turn that have none: a call never started,
+        or a read-only one, runs (again); a spawn gets its children's answers; any other call that
+        was running is reported interrupted, never run blindly again."""
+        journal = {c.id: c for c in self.store.reader.tool_calls(member.name)}
+        finished = []
+        for call in unanswered_calls(member.loop.messages):
+            entry = journal.get(call["id"])
+            status = entry.status if entry else "pending"
+            if call["name"] == "spawn_agent" and status == "running":
+                finished.append(await self._respawn_result(member, call))
+            elif status == "pending" or (status == "running" and entry is not None and entry.read_only):
+                finished.append(await member.loop.rerun(call))
+            else:
+                block: Block = {"type": "tool_result", "tool_use_id": call["id"], "content": INTERRUPTED,
+                                "is_error": True}  # fmt: skip
+                finished.append(FinishedCall(call["id"], "interrupted", [block], True))
+        return finished
+
+    async def _respawn_result(self, parent: Member, call: Block) -> FinishedCall:
+        """The result of a spawn the crash cut short: the children it started go on, and answer."""
+        turns = self.store.reader.turns(parent.name)
+        since = turns[-1].created_at if turns else 0.0
+        children = [m for m in self.members.values() if m.parent == parent.name
+                    and self.store.reader.agent(m.name).created_at >= since]  # fmt: skip
+        kind = call["input"].get("kind")
+        if not call["input"].get("wait", kind != "team"):
+            for child in children:
+                child.background = True
+            text = f"started {', '.join(c.name for c in children)}; each result will arrive as mail"
+        else:
+            await asyncio.gather(*(c.settled for c in children))
+            text = "\n\n".join(self._answer(c) for c in children) or "no child was started"
+        block: Block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
+        return FinishedCall(call["id"], "done", [block], False)
 
     def _name(self, base: str) -> str:
         name = base

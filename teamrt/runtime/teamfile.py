@@ -342,3 +342,20 @@ def _hint(unknown: list[str], known: tuple[str, ...]) -> str:
 def _show(value: object) -> str:
     shown = repr(value)
     return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def team_to_json(team: TeamFile) -> dict[str, Any]:
+    """The team as JSON, kept with the run so that a resume goes on with the team it started with."""
+    data = dataclasses.asdict(team)
+    data["path"] = str(team.path)
+    return data
+
+
+def team_from_json(data: dict[str, Any]) -> TeamFile:
+    fields = dict(data)
+    fields["path"] = Path(fields["path"])
+    fields["lead"] = RoleSpec(**fields["lead"])
+    fields["roles"] = {name: RoleSpec(**role) for name, role in fields["roles"].items()}
+    for key in ("allow", "deny", "ask", "gates"):
+        fields[key] = tuple(fields[key])
+    return TeamFile(**fields)

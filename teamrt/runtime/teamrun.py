@@ -13,11 +13,11 @@ from ..models import Model, open_model
 from ..models.registry import is_sim
 from ..models.types import OnText
 from ..settings import load_settings
-from ..store import Store, create_store
+from ..store import Store, create_store, open_reader, open_store
 from ..worktree import GitRepo, Worktrees
 from .agent import Outcome
 from .supervisor import Supervisor
-from .teamfile import RoleSpec, TeamFile, load_team_file
+from .teamfile import RoleSpec, TeamFile, load_team_file, team_from_json, team_to_json
 
 
 class NoPrompt(ValueError):
@@ -156,9 +156,11 @@ async def run_team(
     run_id = home.new_run_id() if run_id is None else run_id
     run_dir = home.run_dir(run_id)
     integration = team.integration_branch or f"teamrt/{run_id}"
+    settings_kept: dict[str, object] = {"team": team_to_json(team)}
+    if base:
+        settings_kept |= {"integration_branch": integration, "gates": list(team.gates)}
     store = create_store(
-        run_dir, run_id, task=task, workdir=str(project), base_head=base,
-        settings={"integration_branch": integration, "gates": list(team.gates)} if base else {},
+        run_dir, run_id, task=task, workdir=str(project), base_head=base, settings=settings_kept,
         budget_tokens=team.budget_tokens, budget_usd=team.budget_usd,
     )  # fmt: skip
     try:
@@ -175,6 +177,47 @@ async def run_team(
             settings=settings, models=models, on_text=on_text, worktrees=worktrees,
         )  # fmt: skip
         outcome = await supervisor.run(task)
+        return _summary(run_id, outcome, store)
+    finally:
+        store.close()
+
+
+class NotResumable(ValueError):
+    """A run that exists but cannot be taken over: it ended, or no team was kept with it."""
+
+
+async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummary:
+    """Take over the crashed run ``run_id`` and go on to its end; a live run is refused (``RunOwned``)."""
+    run_dir = home.existing_run_dir(run_id)
+    reader = open_reader(run_dir, run_id)
+    try:
+        run = reader.run()
+    finally:
+        reader.close()
+    if run.status != "running":
+        raise NotResumable(f"run {run_id} is {run.status}; only a crashed run can be resumed")
+    if "team" not in run.settings:
+        raise NotResumable(f"run {run_id} was started by an older teamrt that kept no team with it")
+    team = team_from_json(run.settings["team"])
+    project = Path(run.workdir)
+    store = open_store(run_dir, run_id)
+    try:
+        settings = load_settings()
+        names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
+        models = {name: open_model(name, settings=settings) for name in sorted(names)}
+        worktrees = None
+        repo = GitRepo.find(project)
+        if repo is not None and run.base_head:
+            worktrees = Worktrees(
+                repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=run.base_head,
+                project=project, integration=run.settings["integration_branch"], gates=team.gates,
+                gate_timeout=team.gate_timeout,
+            )  # fmt: skip
+        supervisor = Supervisor(
+            store=store, run_dir=run_dir, team=team, definitions=load_definitions(project), project=project,
+            settings=settings, models=models, on_text=on_text, worktrees=worktrees,
+        )  # fmt: skip
+        outcome = await supervisor.resume()
         return _summary(run_id, outcome, store)
     finally:
         store.close()

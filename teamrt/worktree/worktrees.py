@@ -84,6 +84,26 @@ class Worktrees:
         self.checkouts[agent] = checkout
         return checkout
 
+    async def restore(self, agent: str, base: str | None) -> Checkout:
+        """``agent``'s checkout after a crash: kept when git still knows it, else made again from its
+        branch, or from its base if it never landed (uncommitted work of a lost worktree is gone)."""
+        path = self.run_dir / "worktrees" / agent
+        admin = _admin_of(self.repo.git_dir / "worktrees", path)
+        async with self._git:
+            if admin is not None:
+                objects = self.run_dir / "objects" / agent
+                checkout = Checkout(
+                    agent, path, admin, objects, self.branch_for(agent), base or self.base, self.subdir
+                )
+            else:
+                start = self.repo.tip(self.branch_for(agent)) or base or self.base
+                await asyncio.to_thread(self.repo.remove_worktree, path)
+                checkout = await asyncio.to_thread(
+                    co.create, self.repo, self.run_dir, agent, self.branch_for(agent), start, self.subdir
+                )
+        self.checkouts[agent] = checkout
+        return checkout
+
     async def changed(self, agent: str) -> dict[str, list[str]]:
         """The files ``agent`` now shares with other live worktree agents, newly, by agent."""
         paths = await co.changed_paths(self.repo, self.checkouts[agent], self.sandbox, self.run_dir)
@@ -154,3 +174,17 @@ class Worktrees:
         await co.commit_all(self.repo, checkout, f"{checkout.agent}: {title}", self.sandbox, self.run_dir)
         async with self._git:
             return await asyncio.to_thread(co.ship, self.repo, checkout)
+
+
+def _admin_of(admins: Path, path: Path) -> Path | None:
+    """The admin directory in ``.git/worktrees`` whose ``gitdir`` (git's own record, which the agent
+    cannot write) names the checkout at ``path``, when the checkout is still there."""
+    if not (path / ".git").is_file() or not admins.is_dir():
+        return None
+    for admin in admins.iterdir():
+        try:
+            if (admin / "gitdir").read_text(encoding="utf-8").strip() == str(path / ".git"):
+                return admin
+        except OSError:
+            continue
+    return None

@@ -20,6 +20,8 @@ _MAIL = re.compile(
 )
 
 
+INTERRUPTED_BY_CRASH = "interrupted by a crash"
+"""How the result of a call a crash cut short begins (a resume's ``runtime.resume.INTERRUPTED``)."""
 FORK_MARK = "Forked:"
 """How the supervisor's placeholder result for a fork's spawning call begins."""
 
@@ -48,6 +50,8 @@ def history(request: SimRequest, *, own: bool = False) -> list[ToolOutcome]:
         for block in message_blocks(message):
             if block.get("type") == "tool_use":
                 output, is_error = results.get(block["id"], ("", False))
+                if block["name"] == "bash" and output.startswith(INTERRUPTED_BY_CRASH):
+                    continue  # the policies' commands can run again: as if never asked, so it is asked again
                 outcomes.append(ToolOutcome(block["name"], block["input"], output, is_error))
     return outcomes
 
