@@ -34,7 +34,7 @@ def _child(run_dir: Path, out: int, cycle: int, writers: int, kill_at: str | Non
     if kill_at is not None:
         commits = [0]
 
-        def kill_on_third() -> None:
+        def kill_on_third(detail: str) -> None:
             commits[0] += 1
             if commits[0] == 3:
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -45,7 +45,7 @@ class HeldCommit:
         self.release = threading.Event()
         self._once = True
 
-    def __call__(self) -> None:
+    def __call__(self, detail: str = "") -> None:
         if self._once:
             self._once = False
             self.entered.set()
@@ -158,7 +158,7 @@ def test_a_closed_store_refuses_writes(run_dir: Path) -> None:
 def test_injected_disk_full_mid_commit_stops_the_store_and_keeps_what_was_committed(run_dir: Path) -> None:
     db = run_dir / "run.db"
 
-    def disk_full() -> None:
+    def disk_full(detail: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     async def go() -> None:

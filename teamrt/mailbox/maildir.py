@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .. import faults
 from .errors import DuplicateId, MailboxError, UnsafePath
 from .ids import new_id
 from .message import MAX_MESSAGE_BYTES
@@ -102,6 +103,7 @@ def write_durably(payload: bytes, tmp_fd: int, stem: str, dst_fd: int, dst_name:
             os.fsync(fd)
         finally:
             os.close(fd)
+        faults.point("mail.written", stem)
         try:
             os.link(tmp, dst_name, src_dir_fd=tmp_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
         except FileExistsError:
@@ -168,6 +170,7 @@ class Maildir:
         if self._exists("cur", final) and self._holds("cur", final, payload, msg_id):
             return False  # a resend of a message delivered and acknowledged before
         if write_durably(payload, self._fds["tmp"], msg_id, self._fds["new"], final):
+            faults.point("mail.delivered", msg_id)
             return True
         # The id is taken: a resend after a crash is fine, another message is not.
         if self._holds("new", final, payload, msg_id) or self._holds("cur", final, payload, msg_id):

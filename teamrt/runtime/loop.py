@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from .. import faults
 from ..mailbox import Message
 from ..models import ModelError, ModelRequest, ModelResponse
 from ..models.pricing import worst_cost_usd
@@ -369,10 +370,13 @@ class AgentLoop:
             await store.record_tool_process(call_id, pid, process_start_time(pid) or 0)
 
         ctx: ToolContext = replace(self.env.tools, agent=self.spec.name, on_process=journal_process)
+        faults.point("tool.before", call_id)
         try:
-            return await tool.run(call["input"], ctx)
+            result = await tool.run(call["input"], ctx)
         except ToolError as e:
-            return ToolResult(str(e), is_error=True)
+            result = ToolResult(str(e), is_error=True)
+        faults.point("tool.after", call_id)
+        return result
 
     async def _refusal(self, call: Block, invalid: Mapping[str, str]) -> str | None:
         """Why the call may not run (invalid input, no such tool, a permission), or None."""

@@ -20,6 +20,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import faults
 from ..store import Store
 from ..tools.bash import run_in_group
 from ..tools.sandbox import Sandbox
@@ -101,6 +102,7 @@ class MergeQueue:
             files = await asyncio.to_thread(self._abort)
             return Verdict("conflict", _tail(output), files=tuple(files))
         new = await asyncio.to_thread(self.repo.run, "rev-parse", "HEAD", cwd=self.path)
+        faults.point("merge.merged", new)
         reports = []
         for gate in self.gates:
             code, out = await self._gate(gate)
@@ -119,7 +121,9 @@ class MergeQueue:
                 f"\n[{why}, but every failing test failed before this merge too;"
                 f" fixed by it: {', '.join(fixed) or 'none'}]"
             )
+        faults.point("merge.before_ref", new)
         await asyncio.to_thread(self.repo.set_branch, self.branch, new, tip)
+        faults.point("merge.after_ref", new)
         return Verdict("merged", _tail("\n".join(reports)), new)
 
     async def _gate(self, gate: str) -> tuple[int | None, str]:
