@@ -9,19 +9,26 @@
 
 Mail and tool calls are reconciled per agent by the supervisor: mail already
 ingested is only acknowledged, calls are re-run, answered or reported
-interrupted (``Supervisor._settle_calls``).
+interrupted (``Supervisor._settle_calls``). The team's own tools are made
+exactly-once rather than reported: a message the cut-short call delivered is
+found in its recipient's mailbox (``delivered``) and not sent again, a task it
+created is found on the list; claims and status updates are simply repeated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..procs import is_running, kill_group
 from ..store import EventRecord, Store, ToolCallRecord
 from ..worktree import Worktrees
 
 ENDED = ("done", "failed", "stopped")
+REPEATABLE = ("send_message", "request_shutdown", "task_create", "task_claim", "task_update")
+"""Team tools a resume completes exactly once instead of reporting them interrupted."""
 INTERRUPTED = (
     "interrupted by a crash: teamrt does not know whether this call finished, so it was not run again."
     " Check its effects before you repeat it."
@@ -51,4 +58,20 @@ def worktree_base(events: Sequence[EventRecord], agent: str) -> str | None:
     for event in events:
         if event.kind == "worktree.created" and event.agent == agent:
             return str(event.data["base"])
+    return None
+
+
+def delivered(mailbox_root: Path, sender: str, to: str, body: str, kind: str, since: float) -> str | None:
+    """The id of a ``kind`` message ``sender`` sent ``to`` with ``body`` at or after ``since`` (a call
+    the crash cut short may have delivered it), or None."""
+    for sub in ("new", "cur"):
+        folder = mailbox_root / to / sub
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                data = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            same = (data.get("from"), data.get("body"), data.get("kind")) == (sender, body, kind)
+            if same and data.get("created_at", 0) >= since - 1:
+                return str(data.get("id"))
     return None

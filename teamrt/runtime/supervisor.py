@@ -33,7 +33,7 @@ from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
 from ..models import Model, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
 from ..settings import Settings
-from ..store import AgentRecord, FinishedCall, Store, TaskUnavailable, Usage
+from ..store import AgentRecord, FinishedCall, Store, TaskUnavailable, ToolCallRecord, Usage
 from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.permissions import Permissions
 from ..tools.registry import builtin_tools
@@ -44,7 +44,15 @@ from .asking import policy_asker
 from .budget import Budget
 from .history import rebuild, unanswered_calls
 from .loop import AgentLoop
-from .resume import ENDED, INTERRUPTED, kill_leftovers, record_unrecorded_merges, worktree_base
+from .resume import (
+    ENDED,
+    INTERRUPTED,
+    REPEATABLE,
+    delivered,
+    kill_leftovers,
+    record_unrecorded_merges,
+    worktree_base,
+)  # fmt: skip
 from .teamfile import RoleSpec, TeamFile
 
 MAX_RESTARTS = 2
@@ -525,6 +533,8 @@ class Supervisor:
             status = entry.status if entry else "pending"
             if call["name"] == "spawn_agent" and status == "running":
                 finished.append(await self._respawn_result(member, call))
+            elif status == "running" and call["name"] in REPEATABLE:
+                finished.append(await self._team_call_once(member, call, entry))
             elif status == "pending" or (status == "running" and entry is not None and entry.read_only):
                 finished.append(await member.loop.rerun(call))
             else:
@@ -532,6 +542,33 @@ class Supervisor:
                                 "is_error": True}  # fmt: skip
                 finished.append(FinishedCall(call["id"], "interrupted", [block], True))
         return finished
+
+    async def _team_call_once(
+        self, member: Member, call: Block, entry: ToolCallRecord | None
+    ) -> FinishedCall:
+        """A team tool's call the crash cut short, completed exactly once: what it did is looked up
+        (the message delivered, the task created); what it did not do is done now."""
+        args = call["input"]
+        since = (entry.started_at or entry.created_at) if entry else 0.0
+        done: str | None = None
+        if call["name"] in ("send_message", "request_shutdown"):
+            to = str(args.get("to") or args.get("agent"))
+            body, kind = (
+                (args.get("body"), "message")
+                if call["name"] == "send_message"
+                else (args.get("reason", "the work is done"), "shutdown_request")
+            )
+            found = delivered(self.run_dir / "mailbox", member.name, to, str(body), kind, since)
+            done = f"delivered {found} to {to}" if found else None
+        elif call["name"] == "task_create":
+            tasks = self.store.reader.tasks()
+            mine = [t for t in tasks if t.created_by == member.name and t.created_at >= since - 1]
+            task = next((t for t in mine if t.subject == args.get("subject")), None)
+            done = f"created task {task.id}: {task.subject}" if task else None
+        if done is None:
+            return await member.loop.rerun(call)
+        block: Block = {"type": "tool_result", "tool_use_id": call["id"], "content": done}
+        return FinishedCall(call["id"], "done", [block], False)
 
     async def _respawn_result(self, parent: Member, call: Block) -> FinishedCall:
         """The result of a spawn the crash cut short: the children it started go on, and answer."""
@@ -676,7 +713,9 @@ class Supervisor:
         try:
             task = await self.store.claim_task(task_id, agent)
         except TaskUnavailable as e:
-            raise ToolError(str(e)) from e
+            if e.owner != agent or not e.reason.startswith("already claimed"):
+                raise ToolError(str(e)) from e
+            task = next(t for t in self.store.reader.tasks() if t.id == task_id)  # its own claim, again
         return f"you hold task {task.id}: {task.subject}\n{task.description}"
 
     async def update_task(self, agent: str, task_id: int, status: str) -> str:
