@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from ..procs import is_running, kill_group
@@ -72,6 +73,13 @@ def delivered(mailbox_root: Path, sender: str, to: str, body: str, kind: str, si
             except (OSError, ValueError):
                 continue
             same = (data.get("from"), data.get("body"), data.get("kind")) == (sender, body, kind)
-            if same and data.get("created_at", 0) >= since - 1:
+            if same and _timestamp(data.get("created_at")) >= since - 1:
                 return str(data.get("id"))
     return None
+
+
+def _timestamp(created_at: object) -> float:
+    try:
+        return datetime.fromisoformat(str(created_at)).timestamp()
+    except ValueError:
+        return 0.0

@@ -146,9 +146,13 @@ class Supervisor:
             self.run_budget.spent_tokens, self.run_budget.spent_usd = usage.total_tokens, usage.cost_usd
             for record in reader.agents():
                 await self._restore(record)
+            if "lead" not in self.members:  # the crash came before the lead was kept: start it
+                self.members["lead"] = await self._add(
+                    self.team.lead, "lead", kind="lead", parent=None, depth=0
+                )
             for member in self.members.values():
                 if not member.done.done():
-                    self._start(member, None, resumed=True)
+                    self._start(member, self._unstarted_task(member), resumed=True)
             await self.store.append_event("run.resumed", {"agents": len(self.members)})
             return self.members["lead"]
 
@@ -333,9 +337,11 @@ class Supervisor:
         """Run ``member`` as a task of its own; ``resumed``: it goes on from its kept turns."""
 
         async def first_run() -> Outcome:
-            if not resumed:
+            if not resumed or task is not None:  # a resumed agent with a task had never started
                 return await self._run_with_restarts(member, task)
-            if self.store.reader.agent(member.name).status == "merging":
+            if self.store.reader.agent(member.name).status == "merging" or _unlanded(
+                self.store.reader.agent(member.name)
+            ):
                 return Outcome("done", member.loop.answer, member.loop.turns)
             if self._had_ended(member):
                 if member.checkout is None:  # a worktree agent's status is its landing's
@@ -469,7 +475,7 @@ class Supervisor:
         """``record``'s agent as the crash left it: its conversation, its workspace, its mail."""
         reader = self.store.reader
         role = self._role_of(record)
-        ended = record.status in ENDED
+        ended = record.status in ENDED and not _unlanded(record)
         checkout = None
         if record.kind == "worktree" and not ended:
             assert self.worktrees is not None
@@ -503,7 +509,31 @@ class Supervisor:
         member.loop.hold(fresh)
         if record.kind == "team" and member.loop.answer:
             member.settled.set_result(None)
+        member.background = any(
+            e.kind == "spawn" and not e.data.get("wait", True) and record.name in e.data.get("children", [])
+            for e in reader.events()
+        )
         return member
+
+    def _unstarted_task(self, member: Member) -> str | list[Block] | None:
+        """The first turn of an agent the crash caught before it was kept (None: it had started).
+
+        A child's directive is read back from its parent's spawning call: the children of one call
+        were created in the order of its directives."""
+        if any(turn.role != "compaction" for turn in self.store.reader.turns(member.name)):
+            return None  # a fork's copy of its parent's conversation is kept as a compaction turn
+        if member.parent is None:
+            return self.store.reader.run().task
+        parent = self.members[member.parent]
+        calls = [b for b in (parent.loop.messages[-1]["content"] if parent.loop.messages else [])
+                 if b.get("type") == "tool_use" and b.get("name") == "spawn_agent"]  # fmt: skip
+        siblings = [m for m in self.members.values() if m.parent == parent.name and m.kind == member.kind]
+        for call in calls:
+            directives = call["input"].get("directives", [])
+            mine = siblings[-len(directives) :] if directives else []
+            if member in mine:
+                return self._first_turn(parent, member, directives[mine.index(member)])
+        return None
 
     def _had_ended(self, member: Member) -> bool:
         """Whether a resumed agent had given its final answer: its last kept turn is the model's, with
@@ -560,6 +590,12 @@ class Supervisor:
             )
             found = delivered(self.run_dir / "mailbox", member.name, to, str(body), kind, since)
             done = f"delivered {found} to {to}" if found else None
+        elif call["name"] in ("task_claim", "task_update") and isinstance(args.get("task_id"), int):
+            task = next((t for t in self.store.reader.tasks() if t.id == args["task_id"]), None)
+            if call["name"] == "task_claim" and task is not None and task.owner == member.name:
+                done = f"you hold task {task.id}: {task.subject}\n{task.description}"
+            elif task is not None and task.status == args.get("status"):
+                done = f"task {task.id} is {task.status}"
         elif call["name"] == "task_create":
             tasks = self.store.reader.tasks()
             mine = [t for t in tasks if t.created_by == member.name and t.created_at >= since - 1]
@@ -633,7 +669,7 @@ class Supervisor:
             child.background = not wait
             self._start(child, self._first_turn(caller, child, directive))
         await self.store.append_event(
-            "spawn", {"kind": kind, "children": [c.name for c, _ in children]}, agent=parent
+            "spawn", {"kind": kind, "children": [c.name for c, _ in children], "wait": wait}, agent=parent
         )
         if not wait:
             return f"started {', '.join(c.name for c, _ in children)}; each result will arrive as mail"
@@ -727,6 +763,11 @@ class Supervisor:
 
     def accept_shutdown(self, agent: str, reason: str) -> None:
         self.members[agent].loop.finish_after_turn(reason)
+
+
+def _unlanded(record: AgentRecord) -> bool:
+    """A worktree agent whose loop ended done but whose work the crash caught before its landing."""
+    return record.kind == "worktree" and record.status == "done" and record.status_reason is None
 
 
 def _title(answer: str) -> str:

@@ -1,0 +1,318 @@
+"""Crash a team run again and again, resume it each time, and check nothing was lost or done twice.
+
+The harness of the fault-injection suite (``tests/test_chaos.py``) and of
+``benchmarks/chaos.py``. Each incarnation of the run's owner is a process
+forked from a server that has already imported teamrt (``multiprocessing``'s
+forkserver), so a kill-and-resume costs milliseconds, not an interpreter
+start. A kill is armed at a named fault point (``teamrt.faults``) on its Nth
+hit, or on a timer; the process SIGKILLs itself there. The first incarnation
+runs the example team, every later one runs ``resume_run``, until one ends
+the run.
+
+The checks compare with an uninterrupted run of the same example: the same
+final answer and result (the integration branch's tree, or the report), the
+same mail (no message lost, none ingested twice), no side-effecting tool call
+started twice (counted in a file outside the store, at ``tool.before``), and
+SQLite's ``integrity_check``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import faults
+from .runtime.resume import REPEATABLE
+
+POINTS = (
+    "store.before_commit", "store.after_commit", "tool.before", "tool.after", "mail.written",
+    "mail.delivered", "merge.merged", "merge.before_ref", "merge.after_ref",
+)  # fmt: skip
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+INCARNATION_TIMEOUT_S = 120.0
+EXECUTIONS = "executions.log"
+RESUMES = "resumes.log"
+HITS = "hits.json"
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "chaos", "GIT_AUTHOR_EMAIL": "chaos@teamrt.invalid",
+    "GIT_COMMITTER_NAME": "chaos", "GIT_COMMITTER_EMAIL": "chaos@teamrt.invalid",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Where an incarnation dies: the ``hit``-th time it reaches ``point``, or after ``after_s``."""
+
+    point: str | None
+    hit: int = 1
+    after_s: float = 0.0
+
+
+@dataclass
+class Result:
+    """One example run to its end through crashes, and how it compares with an uninterrupted run."""
+
+    example: str
+    kills: int = 0
+    resumes: int = 0
+    resume_ms: list[float] = field(default_factory=list)
+    lost: int = 0
+    duplicated: int = 0
+    corrupted: int = 0
+    twice: list[str] = field(default_factory=list)
+    """Side-effecting tool calls that ran to the end more than once, or (other than the team tools a
+    resume completes exactly once) were started more than once."""
+    differences: list[str] = field(default_factory=list)
+    """What differs from the uninterrupted run (answer, result, mail); empty when all is the same."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    answer: str
+    outcome: str
+    mail: Counter[tuple[str, str, str, str]]
+    hits: dict[str, int]
+    """How often the uninterrupted run reached each fault point."""
+    seconds: float
+
+
+def prepare(example: str, where: Path, tree: Path | None = None) -> Path:
+    """A project for ``example`` under ``where``: a copy of the coding repository (a git repository),
+    or of the tree to survey (teamrt's own package by default)."""
+    project = where / "project"
+    if example == "coding":
+        shutil.copytree(
+            EXAMPLES / "coding-team" / "repo", project, ignore=shutil.ignore_patterns("__pycache__")
+        )
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "kit"]):
+            subprocess.run(["git", *args], cwd=project, env={**os.environ, **_IDENTITY}, check=True,
+                           capture_output=True)  # fmt: skip
+    else:
+        source = tree or Path(__file__).resolve().parent
+        shutil.copytree(source, project, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    return project
+
+
+def context() -> Any:
+    """The forkserver every incarnation is forked from, with teamrt (and the SDK) imported once."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["teamrt.chaos", "teamrt.runtime.teamrun", "teamrt.models.anthropic_api"])
+    return ctx
+
+
+def run_through_crashes(
+    example: str, home: Path, project: Path, kills: list[Kill], ctx: Any
+) -> tuple[str, int]:
+    """Run ``example`` in ``project``, dying at each of ``kills`` in turn and resuming after each, to its
+    end. The run id and how many kills fired."""
+    from .home import new_run_id
+
+    run_id = new_run_id()
+    fired = 0
+    first = True
+    plan: list[Kill | None] = [*kills, None]
+    for i, kill in enumerate(plan):
+        spec = {"example": example, "home": str(home), "project": str(project), "run_id": run_id,
+                "first": first, "kill": kill}  # fmt: skip
+        first = False
+        process = ctx.Process(target=_incarnation, args=(spec,))
+        process.start()
+        process.join(INCARNATION_TIMEOUT_S)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+            raise RuntimeError(f"incarnation {i} of run {run_id} did not end in {INCARNATION_TIMEOUT_S:g} s")
+        if process.exitcode == -signal.SIGKILL:
+            fired += 1
+            if not _started(home, run_id):  # died before the run existed: there is nothing to resume
+                shutil.rmtree(home / "runs" / run_id, ignore_errors=True)
+                first = True
+            continue
+        if process.exitcode != 0:
+            raise RuntimeError(f"incarnation {i} of run {run_id} exited with {process.exitcode}")
+        return run_id, fired
+    raise RuntimeError(f"run {run_id} did not end after {len(plan)} incarnations")
+
+
+def _started(home: Path, run_id: str) -> bool:
+    """Whether the run's store holds the run (a kill can come before it was created)."""
+    from .store import RunNotFound, StoreError, open_reader
+
+    try:
+        open_reader(home / "runs" / run_id, run_id).close()
+    except (RunNotFound, StoreError, OSError):
+        return False
+    return True
+
+
+def _incarnation(spec: dict[str, Any]) -> None:
+    """One owner of the run: the first runs the example, the rest resume it; dies where told."""
+    os.environ["TEAMRT_HOME"] = spec["home"]
+    os.chdir(spec["project"])
+    hits = _arm(spec["kill"], Path(spec["home"]) / f"{spec['run_id']}.{EXECUTIONS}")
+    from .runtime.teamrun import resume_run, run_team_file
+
+    if spec["first"]:
+        team = EXAMPLES / f"{spec['example']}-team" / "team.toml"
+        work = run_team_file(
+            team, prompt=None, model="sim", project=Path(spec["project"]), run_id=spec["run_id"]
+        )
+        asyncio.run(work)
+        (Path(spec["home"]) / f"{spec['run_id']}.{HITS}").write_text(json.dumps(hits))
+        return
+    with open(Path(spec["home"]) / f"{spec['run_id']}.{RESUMES}", "a", encoding="utf-8") as f:
+        f.write(f"{time.time()}\n")
+    asyncio.run(resume_run(spec["run_id"]))
+
+
+def _arm(kill: Kill | None, executions: Path) -> Counter[str]:
+    """Hooks at every point: ``tool.before`` and ``tool.after`` note the call (fsynced); the kill fires.
+    Returns the count of hits per point, kept up to date."""
+    hits: Counter[str] = Counter()
+
+    def hook_for(point: str) -> faults.Hook:
+        def hook(detail: str) -> None:
+            if point in ("tool.before", "tool.after"):
+                fd = os.open(executions, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                os.write(fd, f"{point} {detail}\n".encode())
+                os.fsync(fd)
+                os.close(fd)
+            hits[point] += 1
+            if kill is not None and kill.point == point and hits[point] == kill.hit:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        return hook
+
+    faults._hooks.clear()
+    for point in POINTS:
+        faults._hooks[point] = hook_for(point)
+    if kill is not None and kill.point is None:
+        timer = threading.Timer(kill.after_s, os.kill, (os.getpid(), signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
+    return hits
+
+
+# -- checking ----------------------------------------------------------------------------
+
+
+def reference(example: str, home: Path, project: Path, ctx: Any) -> Reference:
+    started = time.monotonic()
+    run_id, _ = run_through_crashes(example, home, project, [], ctx)
+    seconds = time.monotonic() - started
+    hits = json.loads((home / f"{run_id}.{HITS}").read_text())
+    return Reference(*_observed(example, home, run_id, project), hits, seconds)
+
+
+def check(example: str, home: Path, run_id: str, project: Path, ref: Reference, kills: int) -> Result:
+    from .store import open_reader
+
+    result = Result(example, kills=kills)
+    run_dir = home / "runs" / run_id
+    resumes = home / f"{run_id}.{RESUMES}"
+    starts = [float(line.split()[0]) for line in resumes.read_text().splitlines()] if resumes.exists() else []
+    result.resumes = len(starts)
+    reader = open_reader(run_dir, run_id)
+    try:
+        resumed = [e.at for e in reader.events() if e.kind == "run.resumed"]
+        for start, end in zip(starts, [*starts[1:], float("inf")], strict=True):  # a resume may die first
+            back = [at for at in resumed if start <= at < end]
+            result.resume_ms += [(back[0] - start) * 1000] if back else []
+        if reader.run().status != "done":
+            result.differences.append(f"the run ended {reader.run().status}")
+        side_effecting = {c.id for c in reader.tool_calls() if not c.read_only}
+        repeatable = {c.id for c in reader.tool_calls() if c.name in REPEATABLE}
+        ingested = {(m.agent, m.id) for m in reader.mail()}
+    finally:
+        reader.close()
+    executions = home / f"{run_id}.{EXECUTIONS}"
+    noted = Counter(executions.read_text().splitlines() if executions.exists() else [])
+    result.twice = sorted(
+        call
+        for (point, call), n in ((line.split(" ", 1), n) for line, n in noted.items())
+        if n > 1 and call in side_effecting and (point == "tool.after" or call not in repeatable)
+    )
+    for agent_dir in (run_dir / "mailbox").iterdir():
+        for path in (agent_dir / "cur").glob("*.json") if (agent_dir / "cur").is_dir() else []:
+            if (agent_dir.name, path.stem) not in ingested and agent_dir.name != "supervisor":
+                result.lost += 1
+    with sqlite3.connect(run_dir / "run.db") as db:
+        verdict = db.execute("PRAGMA integrity_check").fetchone()[0]
+    result.corrupted = 0 if verdict == "ok" else 1
+    answer, outcome, mail = _observed(example, home, run_id, project)
+    if answer != ref.answer:
+        result.differences.append(f"answer: {answer!r} != {ref.answer!r}")
+    if outcome != ref.outcome:
+        result.differences.append(f"{'integration tree' if example == 'coding' else 'report'} differs")
+    result.lost += sum((ref.mail - mail).values())
+    result.duplicated = sum((mail - ref.mail).values())
+    return result
+
+
+def _observed(
+    example: str, home: Path, run_id: str, project: Path
+) -> tuple[str, str, Counter[tuple[str, str, str, str]]]:
+    """The lead's answer, the result (the integration tree, or the report) and the mail delivered
+    (control mail left out: when an agent idles is a matter of timing), run ids and hashes masked."""
+    from .store import open_reader
+
+    run_dir = home / "runs" / run_id
+    reader = open_reader(run_dir, run_id)
+    try:
+        answer = _mask(next((a for a in _answers(reader, "lead")), ""), run_id)
+    finally:
+        reader.close()
+    mail: Counter[tuple[str, str, str, str]] = Counter()
+    for path in run_dir.glob("mailbox/*/*/*.json"):
+        if path.parent.name in ("new", "cur"):
+            data = json.loads(path.read_bytes())
+            if data["kind"] != "control":
+                mail[data["to"], data["from"], data["kind"], _mask(str(data["body"]), run_id)] += 1
+    if example == "coding":
+        tree = subprocess.run(["git", "rev-parse", f"teamrt/{run_id}^{{tree}}"], cwd=project,
+                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        return answer, tree, mail
+    return answer, (project / "REPORT.md").read_text(encoding="utf-8"), mail
+
+
+def _answers(reader: Any, agent: str) -> list[str]:
+    texts = []
+    for turn in reversed(reader.turns(agent)):
+        if turn.role == "assistant":
+            text = "".join(b.get("text", "") for b in turn.content if b.get("type") == "text")
+            if text:
+                texts.append(text)
+    return texts
+
+
+def _mask(text: str, run_id: str) -> str:
+    return re.sub(r"\b[0-9a-f]{7,40}\b", "HASH", text.replace(run_id, "RUN"))
+
+
+def kills_for(seed: int, count: int, ref: Reference) -> list[Kill]:
+    """``count`` kills, seeded: at points the run reaches, early enough that each of ``count`` successive
+    incarnations still gets there; one in four on a timer instead."""
+    rng = random.Random(seed)
+    points = sorted(p for p, n in ref.hits.items() if n > 0)
+    kills = []
+    for _ in range(count):
+        if rng.random() < 0.25:
+            kills.append(Kill(None, after_s=rng.uniform(0.05, ref.seconds / (count + 1))))
+        else:
+            point = rng.choice(points)
+            kills.append(Kill(point, hit=rng.randint(1, max(1, ref.hits[point] // (count + 1)))))
+    return kills
