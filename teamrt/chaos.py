@@ -138,9 +138,12 @@ def run_through_crashes(
             raise RuntimeError(f"incarnation {i} of run {run_id} did not end in {INCARNATION_TIMEOUT_S:g} s")
         if process.exitcode == -signal.SIGKILL:
             fired += 1
-            if not _started(home, run_id):  # died before the run existed: there is nothing to resume
+            status = _status(home, run_id)
+            if status is None:  # died before the run existed: there is nothing to resume
                 shutil.rmtree(home / "runs" / run_id, ignore_errors=True)
                 first = True
+            elif status != "running":  # died after the run had ended
+                return run_id, fired
             continue
         if process.exitcode != 0:
             raise RuntimeError(f"incarnation {i} of run {run_id} exited with {process.exitcode}")
@@ -148,15 +151,20 @@ def run_through_crashes(
     raise RuntimeError(f"run {run_id} did not end after {len(plan)} incarnations")
 
 
-def _started(home: Path, run_id: str) -> bool:
-    """Whether the run's store holds the run (a kill can come before it was created)."""
+def _status(home: Path, run_id: str) -> str | None:
+    """The run's stored status, or None when its store does not hold it (a kill can come before)."""
     from .store import RunNotFound, StoreError, open_reader
 
     try:
-        open_reader(home / "runs" / run_id, run_id).close()
+        reader = open_reader(home / "runs" / run_id, run_id)
     except (RunNotFound, StoreError, OSError):
-        return False
-    return True
+        return None
+    try:
+        return reader.run().status
+    except (RunNotFound, StoreError):
+        return None
+    finally:
+        reader.close()
 
 
 def _incarnation(spec: dict[str, Any]) -> None:

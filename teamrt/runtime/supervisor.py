@@ -488,9 +488,13 @@ class Supervisor:
             definition = self.definitions[role.agent]
             spec = self._spec(record.name, role, definition, record.model, persistent=record.kind == "team")
         epoch = record.epoch if ended else await self.store.begin_epoch(record.name)
+        messages = rebuild(reader.turns(record.name))
+        if record.kind == "fork" and not messages and parent is not None:  # caught before its copy was kept
+            messages = list(parent.loop.messages)
+            await self.store.append_turn(record.name, epoch=epoch, role="compaction", content=messages)
         member = self._member(
-            record.name, record.kind, record.parent, record.depth, role, spec, tools, epoch,
-            rebuild(reader.turns(record.name)), checkout, spent=record.usage,
+            record.name, record.kind, record.parent, record.depth, role, spec, tools, epoch, messages,
+            checkout, spent=record.usage,
         )  # fmt: skip
         member.loop.resumed_from_store()
         if ended:
@@ -525,14 +529,9 @@ class Supervisor:
         if member.parent is None:
             return self.store.reader.run().task
         parent = self.members[member.parent]
-        calls = [b for b in (parent.loop.messages[-1]["content"] if parent.loop.messages else [])
-                 if b.get("type") == "tool_use" and b.get("name") == "spawn_agent"]  # fmt: skip
-        siblings = [m for m in self.members.values() if m.parent == parent.name and m.kind == member.kind]
-        for call in calls:
-            directives = call["input"].get("directives", [])
-            mine = siblings[-len(directives) :] if directives else []
-            if member in mine:
-                return self._first_turn(parent, member, directives[mine.index(member)])
+        for call, children in self._spawned_by_last_turn(parent):
+            if member in children:
+                return self._first_turn(parent, member, call["input"]["directives"][children.index(member)])
         return None
 
     def _had_ended(self, member: Member) -> bool:
@@ -608,11 +607,12 @@ class Supervisor:
 
     async def _respawn_result(self, parent: Member, call: Block) -> FinishedCall:
         """The result of a spawn the crash cut short: the children it started go on, and answer."""
-        turns = self.store.reader.turns(parent.name)
-        since = turns[-1].created_at if turns else 0.0
-        children = [m for m in self.members.values() if m.parent == parent.name
-                    and self.store.reader.agent(m.name).created_at >= since]  # fmt: skip
-        kind = call["input"].get("kind")
+        children = next((kids for c, kids in self._spawned_by_last_turn(parent) if c["id"] == call["id"]), [])
+        kind, directives = call["input"].get("kind"), call["input"].get("directives") or []
+        for directive in directives[len(children) :]:  # the crash came before these were created
+            child = await self._child(parent, kind, call["input"].get("role"))
+            self._start(child, self._first_turn(parent, child, directive))
+            children.append(child)
         if not call["input"].get("wait", kind != "team"):
             for child in children:
                 child.background = True
@@ -647,23 +647,15 @@ class Supervisor:
             raise ToolError(
                 f"worktree agents need a git repository with a commit; {self.project} is not in one"
             )
-        if kind in ("team", "worktree"):
-            if role is None or role not in self.team.roles:
-                raise ToolError(f"role must be one of: {', '.join(sorted(self.team.roles)) or '(none)'}")
-            spec_role = self.team.roles[role]
-        else:
-            spec_role = dataclasses.replace(self.team.lead, name="fork", agent=self.team.lead.agent)
+        if kind in ("team", "worktree") and (role is None or role not in self.team.roles):
+            raise ToolError(f"role must be one of: {', '.join(sorted(self.team.roles)) or '(none)'}")
         children: list[tuple[Member, str]] = []
         for directive in directives:
-            name = self._name(f"{parent}-fork" if kind == "fork" else role or "mate")
             try:
-                child = await self._add(
-                    spec_role, name, kind=kind, parent=parent, depth=caller.depth + 1,
-                    fork_of=caller if kind == "fork" else None,
-                )  # fmt: skip
+                child = await self._child(caller, kind, role)
             except GitError as e:
                 await self._abandon([c for c, _ in children], f"not started: {e}")
-                raise ToolError(f"could not create a worktree for {name}: {e}") from e
+                raise ToolError(f"could not create a worktree for a {role}: {e}") from e
             children.append((child, directive))
         for child, directive in children:
             child.background = not wait
@@ -675,6 +667,36 @@ class Supervisor:
             return f"started {', '.join(c.name for c, _ in children)}; each result will arrive as mail"
         await asyncio.gather(*(c.settled for c, _ in children))  # a teammate: until its first answer
         return "\n\n".join(self._answer(c) for c, _ in children)
+
+    async def _child(self, caller: Member, kind: str, role: str | None) -> Member:
+        """A new child of ``caller``, added to the run, not started."""
+        if kind == "fork":
+            spec_role = dataclasses.replace(self.team.lead, name="fork", agent=self.team.lead.agent)
+        else:
+            spec_role = self.team.roles[role or ""]
+        name = self._name(f"{caller.name}-fork" if kind == "fork" else role or "mate")
+        return await self._add(
+            spec_role, name, kind=kind, parent=caller.name, depth=caller.depth + 1,
+            fork_of=caller if kind == "fork" else None,
+        )  # fmt: skip
+
+    def _spawned_by_last_turn(self, parent: Member) -> list[tuple[Block, list[Member]]]:
+        """Each spawn call of ``parent``'s last kept turn with the children it had created: children
+        are created call by call, in the order of each call's directives."""
+        turns = self.store.reader.turns(parent.name)
+        if not turns or turns[-1].role != "assistant":
+            return []
+        created = {a.name: a.created_at for a in self.store.reader.agents() if a.parent == parent.name}
+        since = turns[-1].created_at
+        children = sorted((m for m in self.members.values() if created.get(m.name, -1.0) >= since),
+                          key=lambda m: created[m.name])  # fmt: skip
+        spawned = []
+        for call in turns[-1].content:
+            if call.get("type") == "tool_use" and call.get("name") == "spawn_agent":
+                count = len(call["input"].get("directives") or [])
+                spawned.append((call, children[:count]))
+                children = children[count:]
+        return spawned
 
     def _answer(self, child: Member) -> str:
         """A child's answer for its parent: its end, or (a teammate still with us) its latest answer."""
