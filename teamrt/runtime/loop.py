@@ -95,6 +95,9 @@ class AgentLoop:
         try:
             if self._stopping is not None:  # stopped between runs
                 return await self._end("stopped", self.answer, self._stopping)
+            if results and self._finishing is not None:  # a resume settled an accepted shutdown
+                await self._append_user([r.result[0] for r in results], [], results)
+                return await self._end("done", self.answer, self._finishing)
             ended = not (start or results) and self.messages and self.messages[-1]["role"] == "assistant"
             if ended and not self._mail_waiting():
                 assert self.env.inbox is not None, "an agent run again needs an inbox"

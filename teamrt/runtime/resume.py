@@ -28,7 +28,14 @@ from ..store import EventRecord, Store, ToolCallRecord
 from ..worktree import Worktrees
 
 ENDED = ("done", "failed", "stopped")
-REPEATABLE = ("send_message", "request_shutdown", "task_create", "task_claim", "task_update")
+REPEATABLE = (
+    "send_message",
+    "request_shutdown",
+    "respond_shutdown",
+    "task_create",
+    "task_claim",
+    "task_update",
+)
 """Team tools a resume completes exactly once instead of reporting them interrupted."""
 INTERRUPTED = (
     "interrupted by a crash: teamrt does not know whether this call finished, so it was not run again."
@@ -76,6 +83,19 @@ def delivered(mailbox_root: Path, sender: str, to: str, body: str, kind: str, si
             if same and _timestamp(data.get("created_at")) >= since - 1:
                 return str(data.get("id"))
     return None
+
+
+def has_mail(mailbox_root: Path, sender: str, to: str | None, kind: str) -> bool:
+    """Whether ``to``'s mailbox holds (read or not) a ``kind`` message from ``sender``."""
+    for path in mailbox_root.glob(f"{to}/*/*.json") if to else []:
+        if path.parent.name in ("new", "cur"):
+            try:
+                data = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            if (data.get("from"), data.get("kind")) == (sender, kind):
+                return True
+    return False
 
 
 def _timestamp(created_at: object) -> float:

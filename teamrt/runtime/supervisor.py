@@ -49,10 +49,11 @@ from .resume import (
     INTERRUPTED,
     REPEATABLE,
     delivered,
+    has_mail,
     kill_leftovers,
     record_unrecorded_merges,
     worktree_base,
-)  # fmt: skip
+)
 from .teamfile import RoleSpec, TeamFile
 
 MAX_RESTARTS = 2
@@ -497,11 +498,19 @@ class Supervisor:
             checkout, spent=record.usage,
         )  # fmt: skip
         member.loop.resumed_from_store()
+        member.background = any(
+            e.kind == "spawn" and not e.data.get("wait", True) and record.name in e.data.get("children", [])
+            for e in reader.events()
+        )
         if ended:
+            outcome = Outcome(record.status, member.loop.answer, member.loop.turns, record.status_reason)
             member.busy = False
-            member.done.set_result(Outcome(record.status, member.loop.answer, member.loop.turns,
-                                           record.status_reason))  # fmt: skip
+            member.done.set_result(outcome)
             member.settled.set_result(None)
+            if member.background and not has_mail(
+                self.run_dir / "mailbox", record.name, record.parent, "result"
+            ):
+                self._report(member, outcome)  # it ended, and the crash came before it could say so
             return member
         ingested = reader.ingested_ids(record.name)
         fresh = []
@@ -513,10 +522,6 @@ class Supervisor:
         member.loop.hold(fresh)
         if record.kind == "team" and member.loop.answer:
             member.settled.set_result(None)
-        member.background = any(
-            e.kind == "spawn" and not e.data.get("wait", True) and record.name in e.data.get("children", [])
-            for e in reader.events()
-        )
         return member
 
     def _unstarted_task(self, member: Member) -> str | list[Block] | None:
@@ -589,6 +594,18 @@ class Supervisor:
             )
             found = delivered(self.run_dir / "mailbox", member.name, to, str(body), kind, since)
             done = f"delivered {found} to {to}" if found else None
+        elif call["name"] == "respond_shutdown":
+            accept, reason = bool(args.get("accept")), str(args.get("reason") or "")
+            body = reason or ("accepted" if accept else "rejected")
+            to = str(args.get("to"))
+            found = delivered(self.run_dir / "mailbox", member.name, to, body, "shutdown_response", since)
+            if found and accept:
+                self.accept_shutdown(member.name, reason or "shutdown accepted")
+            done = (
+                f"delivered {found} to {to}" + ("; you finish after this turn" if accept else "")
+                if found
+                else None
+            )
         elif call["name"] in ("task_claim", "task_update") and isinstance(args.get("task_id"), int):
             task = next((t for t in self.store.reader.tasks() if t.id == args["task_id"]), None)
             if call["name"] == "task_claim" and task is not None and task.owner == member.name:
