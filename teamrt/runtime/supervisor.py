@@ -630,7 +630,12 @@ class Supervisor:
             child = await self._child(parent, kind, call["input"].get("role"))
             self._start(child, self._first_turn(parent, child, directive))
             children.append(child)
-        if not call["input"].get("wait", kind != "team"):
+        wait = bool(call["input"].get("wait", kind != "team"))
+        names = [c.name for c in children]
+        await self.store.append_event(
+            "spawn", {"kind": kind, "children": names, "wait": wait}, agent=parent.name
+        )
+        if not wait:
             for child in children:
                 child.background = True
             text = f"started {', '.join(c.name for c in children)}; each result will arrive as mail"
