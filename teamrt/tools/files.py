@@ -21,10 +21,12 @@ unique-match rule, binary and size guards), which are not imported: importing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import re
 import stat
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -346,11 +348,37 @@ def _write(roots: _Roots, file_path: str, content: str) -> str:
         _regular("write", path, file_path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
+        _replace_atomically(path, content)
     except OSError as e:
         raise ToolError(f"write: {file_path} {_reason(e)}") from e
     return f"{'overwrote' if existed else 'created'} {roots.show(path)} ({len(content.splitlines())} lines)"
+
+
+def _replace_atomically(path: Path, content: str) -> None:
+    """Write ``path`` all or nothing: a sibling temporary file, fsynced, renamed over it (keeping an
+    existing file's mode), so a crash leaves the old text or the new, never a truncated file."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".teamrt-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (``os.umask`` would, for every thread at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        return 0o022
 
 
 class Edit:
@@ -408,8 +436,7 @@ def _edit(roots: _Roots, file_path: str, old: str, new: str, replace_all: bool) 
             " unique, or set replace_all to true"
         )
     try:
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(text.replace(old, new) if replace_all else text.replace(old, new, 1))
+        _replace_atomically(path, text.replace(old, new) if replace_all else text.replace(old, new, 1))
     except OSError as e:
         raise ToolError(f"edit: {file_path} {_reason(e)}") from e
     return f"edited {roots.show(path)}: {count if replace_all else 1} replacement(s)"

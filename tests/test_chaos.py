@@ -1,0 +1,124 @@
+"""Fault injection: the example teams killed (SIGKILL) at every named crash point and at random
+points, resumed until they end, and compared with an uninterrupted run.
+
+Every incarnation is forked from a server that has imported teamrt already
+(``teamrt.chaos``). Seeds make every kill reproducible: a failure names its seed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teamrt import chaos
+
+KILLS_PER_RUN = 5
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Any:
+    return chaos.context()
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory, ctx: Any) -> dict[str, chaos.Reference]:
+    refs = {}
+    for example in ("coding", "research"):
+        where = tmp_path_factory.mktemp(f"reference-{example}")
+        refs[example] = chaos.reference(example, where / "home", chaos.prepare(example, where), ctx)
+    return refs
+
+
+def survive(
+    example: str, kills: list[chaos.Kill], where: Path, ref: chaos.Reference, ctx: Any
+) -> chaos.Result:
+    project = chaos.prepare(example, where)
+    run_id, fired = chaos.run_through_crashes(example, where / "home", project, kills, ctx)
+    result = chaos.check(example, where / "home", run_id, project, ref, fired)
+    assert result.differences == [], f"{kills}: {result.differences}"
+    assert (result.lost, result.duplicated, result.corrupted) == (0, 0, 0), f"{kills}: {result}"
+    assert result.twice == [], f"{kills}: side-effecting calls ran twice: {result.twice}"
+    assert result.resumes >= result.kills - 1, "every kill but one before the run existed was resumed"
+    return result
+
+
+@pytest.mark.parametrize("point", chaos.POINTS)
+def test_a_kill_at_each_named_point_is_survived(
+    point: str, tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any
+) -> None:
+    """Twice at the point: half-way through the hits an uninterrupted run makes, then at the first."""
+    ref = references["coding"]
+    assert ref.hits[point] > 0, f"the coding team never reaches {point}"
+    kills = [chaos.Kill(point, hit=max(1, ref.hits[point] // 2)), chaos.Kill(point, hit=1)]
+    result = survive("coding", kills, tmp_path, ref, ctx)
+    assert result.kills == 2
+
+
+@pytest.mark.parametrize(
+    ("example", "seed"), [("research", s) for s in range(4)] + [("coding", s) for s in range(3)]
+)
+def test_random_kills_are_survived(
+    example: str, seed: int, tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any
+) -> None:
+    ref = references[example]
+    kills = chaos.kills_for(seed, KILLS_PER_RUN, ref)
+    result = survive(example, kills, tmp_path, ref, ctx)
+    assert result.kills >= 3, f"seed {seed}: only {result.kills} of {kills} fired"
+    assert all(ms < 5_000 for ms in result.resume_ms), result.resume_ms
+
+
+def teamrt(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "teamrt", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "TEAMRT_HOME": str(home)}, timeout=120)  # fmt: skip
+
+
+def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: Path) -> None:
+    project = chaos.prepare("coding", tmp_path)
+    home = tmp_path / "home"
+    team = chaos.EXAMPLES / "coding-team" / "team.toml"
+    owner = subprocess.Popen([sys.executable, "-m", "teamrt", "run", str(team)], cwd=project,
+                             env={**os.environ, "TEAMRT_HOME": str(home)}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(home.glob("runs/*/worktrees/*")) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the coders are at work
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    [run_dir] = (home / "runs").iterdir()
+    listed = teamrt("ls", cwd=project, home=home)
+    assert f"{run_dir.name}  crashed" in listed.stdout, listed.stdout
+    resumed = teamrt("resume", run_dir.name, "--quiet", cwd=project, home=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "3 of 3 coders merged their fixes" in resumed.stdout
+    again = teamrt("resume", run_dir.name, cwd=project, home=home)
+    assert again.returncode == 1 and again.stderr.count("\n") == 1
+    assert "is done; only a crashed run can be resumed" in again.stderr
+
+
+def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
+    project = chaos.prepare("research", tmp_path)
+    home = tmp_path / "home"
+    team = chaos.EXAMPLES / "research-team" / "team.toml"
+    owner = subprocess.Popen([sys.executable, "-m", "teamrt", "run", str(team)], cwd=project,
+                             env={**os.environ, "TEAMRT_HOME": str(home)}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not list(home.glob("runs/*/owner.lock")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        [run_dir] = (home / "runs").iterdir()
+        refused = teamrt("resume", run_dir.name, cwd=project, home=home)
+        if owner.poll() is None:  # still live when it asked
+            assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+            assert "is live" in refused.stderr or "only a crashed run" in refused.stderr
+    finally:
+        owner.wait(60)
+    assert owner.returncode == 0, "the refused resume left the live run alone"
+    assert teamrt("resume", "nosuchrun", cwd=project, home=home).stderr.startswith("teamrt: no run named")
