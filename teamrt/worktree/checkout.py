@@ -78,6 +78,8 @@ def create(repo: GitRepo, run_dir: Path, agent: str, branch: str, base: str, sub
     (objects / "pack").mkdir(parents=True, exist_ok=True)
     (objects / "info").mkdir(exist_ok=True)
     path.parent.mkdir(exist_ok=True)
+    if path.exists():  # left by a crash while it was being created
+        repo.remove_worktree(path)
     admin = repo.add_worktree(path, base)
     return Checkout(agent, path, admin, objects, branch, base, subdir)
 
