@@ -91,7 +91,7 @@ def lead(request: SimRequest) -> Reply:
     for name, status, reason in outcomes:
         lines.append(f"- {name}: {status}" + (f" ({reason})" if reason else ""))
     lines.append(f"Reviews from {reviewer}:")
-    lines += [f"- {m.body.splitlines()[0]}" for m in reviews]
+    lines += sorted(f"- {m.body.splitlines()[0]}" for m in reviews)  # in any order they came
     return Reply().say("\n".join(lines))
 
 
@@ -125,6 +125,8 @@ class _Search:
     applying: Candidate | None = None
     revert: Candidate | None = None
     kept: list[Candidate] = field(default_factory=list)
+    resync: bool = False
+    """An edit failed or was cut short: what the file holds is no longer known, so test again."""
 
     def new_baseline(self, run: ToolOutcome) -> None:
         found = failures(run.output)
@@ -163,6 +165,12 @@ def coder(request: SimRequest) -> Reply:
         return (
             Reply().say(f"Running the tests of task {task.group(1)} again.").call("bash", {"command": check})
         )
+    if s.resync:
+        return (
+            Reply()
+            .say("An edit did not go as planned; testing what the code does now.")
+            .call("bash", {"command": check})
+        )
     if not failures(s.last_run.output):
         return _finish(done, s, check, int(task.group(1)), reviewer.group(1) if reviewer else None)
     reply = Reply()
@@ -199,7 +207,10 @@ def coder(request: SimRequest) -> Reply:
 def _replay(done: list[ToolOutcome], check: str) -> _Search:
     s = _Search()
     for o in done:
-        if o.name == "bash" and o.input.get("command") == check:
+        if o.name == "bash" and o.input.get("command") == check and s.resync:
+            s.last_run, s.resync = o, False
+            s.new_baseline(o)
+        elif o.name == "bash" and o.input.get("command") == check:
             s.last_run = o
             fails = frozenset(f.test for f in failures(o.output)) if "Ran " in o.output else None
             if s.trying is not None and s.options is not None:
@@ -222,6 +233,9 @@ def _replay(done: list[ToolOutcome], check: str) -> _Search:
             lines = source_lines(o.output)
             s.options = candidates(lines, s.where[1])
             s.suspects += [c for c in callees(lines, s.where[1]) if c not in s.suspects]
+        elif o.name == "edit" and o.is_error:  # start again from what the file holds now
+            s.trying = s.applying = s.revert = None
+            s.searched, s.where, s.options, s.results, s.resync = 0, None, None, {}, True
         elif o.name == "edit" and s.options is not None:
             if s.revert is not None and o.input.get("old_string") == s.revert.new:
                 s.revert = None
