@@ -127,6 +127,8 @@ class _Search:
     kept: list[Candidate] = field(default_factory=list)
     resync: bool = False
     """An edit failed or was cut short: what the file holds is no longer known, so test again."""
+    restore: str | None = None
+    """The file to put back as first read before testing again."""
 
     def new_baseline(self, run: ToolOutcome) -> None:
         found = failures(run.output)
@@ -166,11 +168,15 @@ def coder(request: SimRequest) -> Reply:
             Reply().say(f"Running the tests of task {task.group(1)} again.").call("bash", {"command": check})
         )
     if s.resync:
-        return (
-            Reply()
-            .say("An edit did not go as planned; testing what the code does now.")
-            .call("bash", {"command": check})
+        reply = Reply().say(
+            "An edit did not go as planned; putting the file back as it was, and testing again."
         )
+        first = next((o for o in done if o.name == "read" and o.input.get("file_path") == s.restore), None)
+        if s.restore and first is not None:
+            reply.call(
+                "write", {"file_path": s.restore, "content": "\n".join(source_lines(first.output)) + "\n"}
+            )
+        return reply.call("bash", {"command": check})
     if not failures(s.last_run.output):
         return _finish(done, s, check, int(task.group(1)), reviewer.group(1) if reviewer else None)
     reply = Reply()
@@ -233,9 +239,12 @@ def _replay(done: list[ToolOutcome], check: str) -> _Search:
             lines = source_lines(o.output)
             s.options = candidates(lines, s.where[1])
             s.suspects += [c for c in callees(lines, s.where[1]) if c not in s.suspects]
-        elif o.name == "edit" and o.is_error:  # start again from what the file holds now
+        elif o.name == "edit" and o.is_error:  # start again from the file as first read
             s.trying = s.applying = s.revert = None
             s.searched, s.where, s.options, s.results, s.resync = 0, None, None, {}, True
+            s.restore = str(o.input.get("file_path"))
+        elif o.name == "write":
+            s.restore = None
         elif o.name == "edit" and s.options is not None:
             if s.revert is not None and o.input.get("old_string") == s.revert.new:
                 s.revert = None
