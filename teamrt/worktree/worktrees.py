@@ -12,6 +12,7 @@ goes on; after ``MAX_ATTEMPTS`` its parent hears that it failed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,9 +99,12 @@ class Worktrees:
             else:
                 start = self.repo.tip(self.branch_for(agent)) or base or self.base
                 await asyncio.to_thread(self.repo.remove_worktree, path)
-                checkout = await asyncio.to_thread(
+                made = await asyncio.to_thread(
                     co.create, self.repo, self.run_dir, agent, self.branch_for(agent), start, self.subdir
                 )
+                checkout = dataclasses.replace(
+                    made, base=base or self.base
+                )  # cut from its branch, based on base
         self.checkouts[agent] = checkout
         return checkout
 
