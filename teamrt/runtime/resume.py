@@ -2,6 +2,7 @@
 
 - Processes the crashed owner's tools left running (journaled pid plus start
   time, so a reused pid is never hit) are killed first.
+- Lock files git left in the run's worktrees and on its branches are removed.
 - A merge the queue made but did not record (the integration branch moved,
   the row still says queued or merging) is recorded, not repeated.
 - Each agent's worktree is kept if present, else made again from its branch
@@ -50,7 +51,9 @@ async def kill_leftovers(calls: Sequence[ToolCallRecord]) -> int:
     return len(alive)
 
 
-async def record_unrecorded_merges(store: Store, worktrees: Worktrees) -> None:
+async def reconcile_git(store: Store, worktrees: Worktrees) -> None:
+    """Clear the crashed run's git lock files, and record the merges it made but did not record."""
+    await asyncio.to_thread(worktrees.clear_stale_locks)
     tip = await worktrees.queue.tip()
     for merge in store.reader.merges():
         if merge.status in ("queued", "merging") and await asyncio.to_thread(

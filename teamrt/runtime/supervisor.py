@@ -51,7 +51,7 @@ from .resume import (
     delivered,
     has_mail,
     kill_leftovers,
-    record_unrecorded_merges,
+    reconcile_git,
     worktree_base,
 )
 from .teamfile import RoleSpec, TeamFile
@@ -142,7 +142,7 @@ class Supervisor:
             reader = self.store.reader
             await kill_leftovers(reader.tool_calls(statuses=("running",)))
             if self.worktrees is not None:
-                await record_unrecorded_merges(self.store, self.worktrees)
+                await reconcile_git(self.store, self.worktrees)
             usage = reader.run().usage
             self.run_budget.spent_tokens, self.run_budget.spent_usd = usage.total_tokens, usage.cost_usd
             for record in reader.agents():

@@ -85,6 +85,22 @@ class Worktrees:
         self.checkouts[agent] = checkout
         return checkout
 
+    def clear_stale_locks(self) -> list[Path]:
+        """Remove the lock files git processes of a crashed run left in this run's worktrees and on its
+        branches (its processes are dead by now); the files removed."""
+        admins = self.repo.git_dir / "worktrees"
+        run_worktrees = [self.run_dir / "integration", *(self.run_dir / "worktrees").glob("*")]
+        locks = [
+            lock
+            for path in run_worktrees
+            if (admin := _admin_of(admins, path))
+            for lock in admin.glob("*.lock")
+        ]
+        locks += (self.repo.git_dir / "refs" / "heads" / "teamrt").glob(f"{self.run_id}*.lock")
+        for lock in locks:
+            lock.unlink(missing_ok=True)
+        return locks
+
     async def restore(self, agent: str, base: str | None) -> Checkout:
         """``agent``'s checkout after a crash: kept when git still knows it, else made again from its
         branch, or from its base if it never landed (uncommitted work of a lost worktree is gone)."""
