@@ -34,6 +34,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/loop.py
 	$(BIN)/python benchmarks/fanout.py
 	$(BIN)/python benchmarks/worktree.py
+	$(BIN)/python benchmarks/chaos.py
+	$(BIN)/python benchmarks/resume.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -72,6 +72,7 @@ def main() -> int:
             seed += 1
     seconds = time.monotonic() - started
     p50 = statistics.median(resume_ms) if resume_ms else 0.0
+    p95 = statistics.quantiles(resume_ms, n=20)[-1] if len(resume_ms) > 1 else p50
     baseline_ms = statistics.mean(r.seconds for r in refs.values()) * 1000
     print(f"{runs} runs, {totals['kills']} kills, {totals['resumes']} resumes in {seconds:.1f} s")
     print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, corrupted {totals['corrupted']},"
@@ -84,7 +85,7 @@ def main() -> int:
             "duplicated": totals["duplicated"], "corrupted": totals["corrupted"],
             "side_effects_twice": totals["twice"], "runs_differing": totals["differ"], "runs": runs,
             "resume_p50_ms": round(p50, 1),
-            "resume_p95_ms": round(statistics.quantiles(resume_ms, n=20)[-1], 1) if len(resume_ms) > 1 else p50,
+            "resume_p95_ms": round(p95, 1),
             "uninterrupted_run_ms": round(baseline_ms, 1),
             "resume_p50_vs_run": round(p50 / baseline_ms, 3) if baseline_ms else None,
             "seconds": round(seconds, 1),

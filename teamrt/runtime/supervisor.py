@@ -520,6 +520,9 @@ class Supervisor:
             else:
                 fresh.append(msg)
         member.loop.hold(fresh)
+        member.busy = record.status != "idle" or bool(
+            fresh
+        )  # an idle agent with no mail waits; it is not busy
         if record.kind == "team" and member.loop.answer:
             member.settled.set_result(None)
         return member
