@@ -19,6 +19,7 @@ SQLite's ``integrity_check``.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import multiprocessing
 import os
@@ -47,6 +48,7 @@ INCARNATION_TIMEOUT_S = 120.0
 EXECUTIONS = "executions.log"
 RESUMES = "resumes.log"
 HITS = "hits.json"
+ERROR = "error.txt"
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "chaos", "GIT_AUTHOR_EMAIL": "chaos@teamrt.invalid",
     "GIT_COMMITTER_NAME": "chaos", "GIT_COMMITTER_EMAIL": "chaos@teamrt.invalid",
@@ -55,11 +57,13 @@ _IDENTITY = {
 
 @dataclass(frozen=True)
 class Kill:
-    """Where an incarnation dies: the ``hit``-th time it reaches ``point``, or after ``after_s``."""
+    """Where an incarnation dies: the ``hit``-th time it reaches ``point``, or after ``after_s``.
+    With ``disk_full``, it does not die there: from that hit on, the point raises ENOSPC."""
 
     point: str | None
     hit: int = 1
     after_s: float = 0.0
+    disk_full: bool = False
 
 
 @dataclass
@@ -172,6 +176,14 @@ def _incarnation(spec: dict[str, Any]) -> None:
     os.environ["TEAMRT_HOME"] = spec["home"]
     os.chdir(spec["project"])
     hits = _arm(spec["kill"], Path(spec["home"]) / f"{spec['run_id']}.{EXECUTIONS}")
+    try:
+        _own(spec, hits)
+    except Exception as e:  # the run stopped (a full disk): what it said, for the test to read
+        (Path(spec["home"]) / f"{spec['run_id']}.{ERROR}").write_text(f"{type(e).__name__}: {e}")
+        raise
+
+
+def _own(spec: dict[str, Any], hits: Counter[str]) -> None:
     from .runtime.teamrun import resume_run, run_team_file
 
     if spec["first"]:
@@ -200,6 +212,8 @@ def _arm(kill: Kill | None, executions: Path) -> Counter[str]:
                 os.fsync(fd)
                 os.close(fd)
             hits[point] += 1
+            if kill is not None and kill.point == point and hits[point] >= kill.hit and kill.disk_full:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             if kill is not None and kill.point == point and hits[point] == kill.hit:
                 os.kill(os.getpid(), signal.SIGKILL)
 

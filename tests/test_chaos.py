@@ -29,18 +29,24 @@ def ctx() -> Any:
 
 
 @pytest.fixture(scope="module")
-def references(tmp_path_factory: pytest.TempPathFactory, ctx: Any) -> dict[str, chaos.Reference]:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tree the research team surveys: teamrt's own, copied once, so every run sees the same."""
+    return chaos.prepare("research", tmp_path_factory.mktemp("tree"))
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory, ctx: Any, tree: Path) -> dict[str, chaos.Reference]:
     refs = {}
     for example in ("coding", "research"):
         where = tmp_path_factory.mktemp(f"reference-{example}")
-        refs[example] = chaos.reference(example, where / "home", chaos.prepare(example, where), ctx)
+        refs[example] = chaos.reference(example, where / "home", chaos.prepare(example, where, tree), ctx)
     return refs
 
 
 def survive(
-    example: str, kills: list[chaos.Kill], where: Path, ref: chaos.Reference, ctx: Any
+    example: str, kills: list[chaos.Kill], where: Path, ref: chaos.Reference, ctx: Any, tree: Path
 ) -> chaos.Result:
-    project = chaos.prepare(example, where)
+    project = chaos.prepare(example, where, tree)
     run_id, fired = chaos.run_through_crashes(example, where / "home", project, kills, ctx)
     result = chaos.check(example, where / "home", run_id, project, ref, fired)
     assert result.differences == [], f"{kills}: {result.differences}"
@@ -52,7 +58,7 @@ def survive(
 
 @pytest.mark.parametrize("point", chaos.POINTS)
 def test_a_kill_at_each_named_point_is_survived(
-    point: str, tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any
+    point: str, tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any, tree: Path
 ) -> None:
     """Twice at the point: half-way through the hits an uninterrupted run makes, then at the first.
     Merge points on the coding team (the research team merges nothing), the rest on the research team."""
@@ -60,17 +66,19 @@ def test_a_kill_at_each_named_point_is_survived(
     ref = references[example]
     assert ref.hits[point] > 0, f"the {example} team never reaches {point}"
     kills = [chaos.Kill(point, hit=max(1, ref.hits[point] // 2)), chaos.Kill(point, hit=1)]
-    result = survive(example, kills, tmp_path, ref, ctx)
+    result = survive(example, kills, tmp_path, ref, ctx, tree)
     assert result.kills == 2
 
 
-def test_random_kills_are_survived(tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any) -> None:
+def test_random_kills_are_survived(
+    tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any, tree: Path
+) -> None:
     """Seeded runs of the research team, five kills each (points and timers), until 32 kills have
     fired: with the 18 at named points, more than 50 in the suite."""
     fired, seed = 0, 0
     while fired < RANDOM_KILLS:
         kills = chaos.kills_for(seed, KILLS_PER_RUN, references["research"])
-        result = survive("research", kills, tmp_path / f"seed-{seed}", references["research"], ctx)
+        result = survive("research", kills, tmp_path / f"seed-{seed}", references["research"], ctx, tree)
         assert all(ms < 5_000 for ms in result.resume_ms), f"seed {seed}: {result.resume_ms}"
         fired += result.kills
         seed += 1
@@ -125,3 +133,30 @@ def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
         owner.wait(60)
     assert owner.returncode == 0, "the refused resume left the live run alone"
     assert teamrt("resume", "nosuchrun", cwd=project, home=home).stderr.startswith("teamrt: no run named")
+
+
+def test_a_full_disk_stops_the_run_clearly_and_resume_goes_on_when_space_returns(
+    tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any, tree: Path
+) -> None:
+    ref = references["research"]
+    project = chaos.prepare("research", tmp_path, tree)
+    home = tmp_path / "home"
+    run_id = "20261122-000000-full"
+    full = chaos.Kill("store.before_commit", hit=ref.hits["store.before_commit"] // 2, disk_full=True)
+    for kill, first in ((full, True), (None, False)):
+        spec = {"example": "research", "home": str(home), "project": str(project), "run_id": run_id,
+                "first": first, "kill": kill}  # fmt: skip
+        process = ctx.Process(target=chaos._incarnation, args=(spec,))
+        process.start()
+        process.join(120)
+        if first:
+            assert process.exitcode == 1, "the run stopped on the full disk"
+            said = (home / f"{run_id}.{chaos.ERROR}").read_text()
+            assert said.startswith("StoreWriteFailed:") and "no space left on device" in said, said
+            assert "then resume the run" in said
+            assert chaos._status(home, run_id) == "running", "nothing after the last commit was kept"
+    assert process.exitcode == 0, "resumed once space returned"
+    result = chaos.check("research", home, run_id, project, ref, kills=0)
+    assert result.differences == [] and (result.lost, result.duplicated, result.corrupted) == (0, 0, 0), (
+        result
+    )

@@ -387,6 +387,8 @@ class Supervisor:
             try:
                 return await member.loop.run(task, finished=finished)
             except Exception as e:
+                if self.store.failure is not None:  # the store stopped: the run stops, nothing is retried
+                    raise self.store.failure from e
                 why = f"{type(e).__name__}: {e}"
                 await self.store.append_event(
                     "agent.raised", {"error": why, "attempt": attempt + 1}, agent=member.name
@@ -757,8 +759,9 @@ class Supervisor:
         return [*placeholders, {"type": "text", "text": directive}]
 
     def _report(self, child: Member, outcome: Outcome) -> None:
-        """A background child's final answer, as a ``result`` mail to its parent."""
-        if child.parent is None or child.parent not in self.members:
+        """A background child's final answer, as a ``result`` mail to its parent (not when the store
+        stopped: the end was not kept, so a resume goes on with the child and it reports then)."""
+        if child.parent is None or child.parent not in self.members or self.store.failure is not None:
             return
         body = outcome.answer or f"(no answer; {outcome.status}: {outcome.reason})"
         data = {"status": outcome.status, "reason": outcome.reason, "epoch": child.loop.epoch}

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, update
 from . import engine as eng
 from . import migrate, ops
 from . import tables as t
-from .errors import RunExists, RunNotFound
+from .errors import RunExists, RunNotFound, StoreWriteFailed
 from .ownership import HEARTBEAT_S, OwnerLock, check_not_live_elsewhere
 from .reader import StoreReader
 from .records import (
@@ -53,6 +53,11 @@ class Store:
     def commits(self) -> int:
         """Groups committed so far by this store's writer."""
         return self._writer.commits
+
+    @property
+    def failure(self) -> StoreWriteFailed | None:
+        """Why the store stopped taking writes (a full disk, say), or None while it works."""
+        return self._writer.failure
 
     async def write(self, op: Op[T]) -> T:
         """Run ``op(connection)`` in the next group commit; return once it is durable."""
