@@ -169,3 +169,37 @@ def test_teamrt_demo_runs_both_teams_offline_and_ends_with_tables(tmp_path: Path
     report = next((tmp_path / "home" / "demo").glob("*/research/REPORT.md"))
     for part in ("cli.py", "mailbox/", "runtime/", "worktree/"):
         assert f"### {part}" in report.read_text(), "teamrt's own tree, every part"
+
+
+def test_both_examples_complete_with_model_faults_at_ten_percent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """429, 529, 500, stalls, cut and broken streams on one request in ten, seeded: both teams end
+    as they do without them, the SDK's and teamrt's own retries absorbing every fault."""
+    from teamrt.models.sim import Fault, shared_server
+    from teamrt.settings import SETTINGS_ENV
+
+    settings = tmp_path / "settings.toml"
+    settings.write_text(
+        "[model]\nstall_seconds = 0.5\nstream_retries = 6\nstream_retry_delay = 0.01\nsdk_retries = 6\n"
+    )
+    monkeypatch.setenv(SETTINGS_ENV, str(settings))
+    faults = shared_server().faults
+    kinds = ("rate_limit", "overloaded", "server_error", "stall", "cut", "stream_error")
+    faults.at_random(0.1, seed=7, kinds=kinds, like=Fault("cut", retry_after=0.01, seconds=2.0))
+    try:
+        repo = coding_repo(tmp_path / "repo")
+        coding, reader = run_example("coding", repo, monkeypatch)
+        tree = tmp_path / "tree"
+        (tree / "pkg").mkdir(parents=True)
+        (tree / "pkg" / "__init__.py").write_text('"""A package."""\n')
+        (tree / "main.py").write_text('"""The entry point."""\n')
+        research, _ = run_example("research", tree, monkeypatch)
+    finally:
+        faults.clear()
+    assert coding.outcome.status == "done" and research.outcome.status == "done"
+    assert "3 of 3 coders merged their fixes" in coding.outcome.answer
+    assert "### pkg/" in (tree / "REPORT.md").read_text()
+    taken = [c for c in shared_server().calls if c.fault]
+    assert len({c.fault for c in taken}) >= 4 and len(taken) >= 10, f"{len(taken)} faults were injected"
+    assert all(a.status == "done" for a in reader.agents())
