@@ -160,3 +160,32 @@ def test_a_full_disk_stops_the_run_clearly_and_resume_goes_on_when_space_returns
     assert result.differences == [] and (result.lost, result.duplicated, result.corrupted) == (0, 0, 0), (
         result
     )
+
+
+def test_processes_a_crashed_run_left_are_killed_and_a_reused_pid_is_spared(tmp_path: Path) -> None:
+    import asyncio
+
+    from teamrt.procs import is_running, process_start_time
+    from teamrt.runtime.resume import kill_leftovers
+    from teamrt.store import ProcessRecord, ToolCallRecord
+
+    left = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        start = process_start_time(left.pid)
+        assert start is not None
+
+        def call(pid: int, start_time: int) -> ToolCallRecord:
+            process = ProcessRecord(pid, start_time, 0.0)
+            fields = ("toolu_1", "lead", 1, 1, "bash", {}, False, "running", None, False, 0.0, 0.0, None)
+            return ToolCallRecord(*fields, (process,))
+
+        wrong = (process_start_time(other.pid) or 0) + 1  # the pid now belongs to someone else
+        killed = asyncio.run(kill_leftovers([call(left.pid, start), call(other.pid, wrong)]))
+        assert killed == 1
+        assert left.wait(10) is not None
+        assert is_running(other.pid, process_start_time(other.pid) or 0), "a process that is not ours lives"
+    finally:
+        for p in (left, other):
+            p.kill()
+            p.wait()
