@@ -177,8 +177,11 @@ def test_processes_a_crashed_run_left_are_killed_and_a_reused_pid_is_spared(tmp_
 
         def call(pid: int, start_time: int) -> ToolCallRecord:
             process = ProcessRecord(pid, start_time, 0.0)
-            fields = ("toolu_1", "lead", 1, 1, "bash", {}, False, "running", None, False, 0.0, 0.0, None)
-            return ToolCallRecord(*fields, (process,))
+            return ToolCallRecord(
+                id="toolu_1", agent="lead", turn_id=1, epoch=1, name="bash", input={}, read_only=False,
+                status="running", result=None, is_error=False, created_at=0.0, started_at=0.0,
+                finished_at=None, processes=(process,),
+            )  # fmt: skip
 
         wrong = (process_start_time(other.pid) or 0) + 1  # the pid now belongs to someone else
         killed = asyncio.run(kill_leftovers([call(left.pid, start), call(other.pid, wrong)]))
