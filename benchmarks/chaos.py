@@ -37,11 +37,13 @@ def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="teamrt-chaos-") as tmp:
         base = Path(tmp)
+        (base / "tree").mkdir()
+        tree = chaos.prepare("research", base / "tree")  # one copy of the tree, the same for every run
         refs = {}
         for example in ("research", "coding"):
             where = base / f"reference-{example}"
             where.mkdir()
-            refs[example] = chaos.reference(example, where / "home", chaos.prepare(example, where), ctx)
+            refs[example] = chaos.reference(example, where / "home", chaos.prepare(example, where, tree), ctx)
         totals = {
             "kills": 0,
             "resumes": 0,
@@ -57,7 +59,7 @@ def main() -> int:
             example = ("research", "coding")[seed % 2]
             where = base / f"seed-{seed}"
             where.mkdir()
-            project = chaos.prepare(example, where)
+            project = chaos.prepare(example, where, tree)
             kills = chaos.kills_for(seed, KILLS_PER_RUN, refs[example])
             run_id, fired = chaos.run_through_crashes(example, where / "home", project, kills, ctx)
             result = chaos.check(example, where / "home", run_id, project, refs[example], fired)

@@ -108,9 +108,11 @@ class _Search:
     """Where a coder's repair stands, replayed from its tool calls.
 
     For each suspect function in turn (those the failing tests call, then what those call),
-    every small change is tried against the test module; one that leaves no failure is kept at
-    once, else the one that fixes most and breaks nothing is put back, and the search starts
-    again from the failures that remain.
+    every small change is tried against the test module, each by writing the whole file as read
+    with that one change (so a try repeated after a crash does the same, and nothing needs
+    undoing); one that leaves no failure is kept at once, else the one that fixes most and breaks
+    nothing is written back, and the search starts again from the failures that remain. A file
+    left with a try that did not help is written back as read before the next suspect is sought.
     """
 
     last_run: ToolOutcome | None = None
@@ -119,27 +121,33 @@ class _Search:
     searched: int = 0
     """Suspects grepped for since the baseline run."""
     where: tuple[str, str] | None = None
+    text: list[str] | None = None
+    """The suspect's file as read."""
     options: list[Candidate] | None = None
     results: dict[int, frozenset[str]] = field(default_factory=dict)
     trying: int | None = None
-    applying: Candidate | None = None
-    revert: Candidate | None = None
+    applying: int | None = None
+    dirty: bool = False
+    """The file holds a try that was not kept."""
     kept: list[Candidate] = field(default_factory=list)
-    resync: bool = False
-    """An edit failed or was cut short: what the file holds is no longer known, so test again."""
-    restore: str | None = None
-    """The file to put back as first read before testing again."""
 
     def new_baseline(self, run: ToolOutcome) -> None:
         found = failures(run.output)
         self.baseline = frozenset(f.test for f in found)
         self.suspects = list(dict.fromkeys(name for f in found for name in f.called))
-        self.searched, self.where, self.options, self.results = 0, None, None, {}
+        self.searched, self.where, self.text, self.options, self.results = 0, None, None, None, {}
 
     def best(self) -> int | None:
         """The tried change that fixes most and breaks nothing, if any fixes anything."""
         better = [(len(fails), k) for k, fails in self.results.items() if fails < self.baseline]
         return min(better)[1] if better else None
+
+    def with_change(self, k: int) -> str:
+        assert self.text is not None and self.options is not None
+        option = self.options[k]
+        lines = list(self.text)
+        lines[option.line - 1] = lines[option.line - 1].replace(option.before, option.after)
+        return "\n".join(lines) + "\n"
 
 
 def coder(request: SimRequest) -> Reply:
@@ -163,44 +171,34 @@ def coder(request: SimRequest) -> Reply:
             Reply().say("My branch was not merged; running my tests again.").call("bash", {"command": check})
         )
     s = _replay(done, check)
-    if s.last_run is None:  # its run of the tests was cut short
+    if s.last_run is None or s.trying is not None or s.applying is not None:  # a run cut short
         return (
             Reply().say(f"Running the tests of task {task.group(1)} again.").call("bash", {"command": check})
         )
-    if s.resync:
-        reply = Reply().say(
-            "An edit did not go as planned; putting the file back as it was, and testing again."
-        )
-        first = next((o for o in done if o.name == "read" and o.input.get("file_path") == s.restore), None)
-        if s.restore and first is not None:
-            reply.call(
-                "write", {"file_path": s.restore, "content": "\n".join(source_lines(first.output)) + "\n"}
-            )
-        return reply.call("bash", {"command": check})
     if not failures(s.last_run.output):
         return _finish(done, s, check, int(task.group(1)), reviewer.group(1) if reviewer else None)
-    reply = Reply()
-    if s.revert is not None and s.where is not None:
-        reply.call("edit", {"file_path": s.where[0], "old_string": s.revert.new, "new_string": s.revert.old})
     if s.where is not None and s.options is None:
-        return reply.say(f"Reading {s.where[0]}.").call("read", {"file_path": s.where[0]})
+        return Reply().say(f"Reading {s.where[0]}.").call("read", {"file_path": s.where[0]})
     if s.where is not None and s.options is not None:
         path, name = s.where
         k = len(s.results) if len(s.results) < len(s.options) else s.best()
         if k is not None:
             option = s.options[k]
-            trying = k not in s.results
             said = (
                 f"{name}, change {k + 1} of {len(s.options)}: `{option.before}` -> `{option.after}`."
-                if trying
+                if k not in s.results
                 else f"The best change to {name} fixes {len(s.baseline - s.results[k])} of {len(s.baseline)}"
                 " failures; keeping it and looking again."
             )
             return (
-                reply.say(said)
-                .call("edit", {"file_path": path, "old_string": option.old, "new_string": option.new})
+                Reply()
+                .say(said)
+                .call("write", {"file_path": path, "content": s.with_change(k)})
                 .call("bash", {"command": check})
             )
+    reply = Reply()
+    if s.dirty and s.where is not None and s.text is not None:
+        reply.call("write", {"file_path": s.where[0], "content": "\n".join(s.text) + "\n"})
     if s.searched >= len(s.suspects):
         tried = ", ".join(s.suspects) or "the code under test"
         return reply.say(f"No small change to {tried} fixes {', '.join(sorted(s.baseline))}; giving up.")
@@ -213,45 +211,34 @@ def coder(request: SimRequest) -> Reply:
 def _replay(done: list[ToolOutcome], check: str) -> _Search:
     s = _Search()
     for o in done:
-        if o.name == "bash" and o.input.get("command") == check and s.resync:
-            s.last_run, s.resync = o, False
-            s.new_baseline(o)
-        elif o.name == "bash" and o.input.get("command") == check:
+        if o.name == "bash" and o.input.get("command") == check:
             s.last_run = o
             fails = frozenset(f.test for f in failures(o.output)) if "Ran " in o.output else None
             if s.trying is not None and s.options is not None:
                 s.results[s.trying] = s.baseline | {"(broken)"} if fails is None else fails
                 if fails == frozenset():
                     s.kept.append(s.options[s.trying])
-                else:
-                    s.revert = s.options[s.trying]
+                s.dirty = fails != frozenset()
                 s.trying = None
-            elif s.applying is not None:
-                s.kept.append(s.applying)
-                s.applying = None
+            elif s.applying is not None and s.options is not None:
+                s.kept.append(s.options[s.applying])
+                s.applying, s.dirty = None, False
                 s.new_baseline(o)
-            elif s.revert is None:
+            elif s.where is None:
                 s.new_baseline(o)
         elif o.name == "grep" and s.searched < len(s.suspects):
             s.searched += 1
-            s.where, s.options, s.results = _definition(o.output), None, {}
+            s.where, s.text, s.options, s.results, s.dirty = _definition(o.output), None, None, {}, False
         elif o.name == "read" and s.where is not None:
-            lines = source_lines(o.output)
-            s.options = candidates(lines, s.where[1])
-            s.suspects += [c for c in callees(lines, s.where[1]) if c not in s.suspects]
-        elif o.name == "edit" and o.is_error:  # start again from the file as first read
-            s.trying = s.applying = s.revert = None
-            s.searched, s.where, s.options, s.results, s.resync = 0, None, None, {}, True
-            s.restore = str(o.input.get("file_path"))
-        elif o.name == "write":
-            s.restore = None
-        elif o.name == "edit" and s.options is not None:
-            if s.revert is not None and o.input.get("old_string") == s.revert.new:
-                s.revert = None
-                continue
-            k = next((i for i, c in enumerate(s.options) if c.new == o.input.get("new_string")), None)
-            if k is not None and k in s.results:
-                s.applying = s.options[k]
+            s.text = source_lines(o.output)
+            s.options = candidates(s.text, s.where[1])
+            s.suspects += [c for c in callees(s.text, s.where[1]) if c not in s.suspects]
+        elif o.name == "write" and s.options is not None:
+            k = next((i for i in range(len(s.options)) if s.with_change(i) == o.input.get("content")), None)
+            if k is None:  # the file written back as read
+                s.dirty = False
+            elif k in s.results:
+                s.applying = k
             else:
                 s.trying = k
     return s

@@ -50,8 +50,8 @@ def history(request: SimRequest, *, own: bool = False) -> list[ToolOutcome]:
         for block in message_blocks(message):
             if block.get("type") == "tool_use":
                 output, is_error = results.get(block["id"], ("", False))
-                if block["name"] == "bash" and output.startswith(INTERRUPTED_BY_CRASH):
-                    continue  # the policies' commands can run again: as if never asked, so it is asked again
+                if block["name"] in ("bash", "write") and output.startswith(INTERRUPTED_BY_CRASH):
+                    continue  # the policies' commands and whole-file writes can be done again: asked again
                 outcomes.append(ToolOutcome(block["name"], block["input"], output, is_error))
     return outcomes
 

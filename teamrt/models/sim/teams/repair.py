@@ -26,10 +26,8 @@ OPERATORS: list[tuple[str, str]] = [
 
 @dataclass(frozen=True)
 class Candidate:
-    old: str
-    """Text of the file, unique in it, holding the line to change."""
-    new: str
     line: int
+    """1-based."""
     before: str
     after: str
 
@@ -71,15 +69,13 @@ def function_span(lines: list[str], name: str) -> range:
 
 def candidates(lines: list[str], name: str) -> list[Candidate]:
     """Every single-operator change to the body of ``name``, top to bottom."""
-    text = "\n".join(lines)
     found = []
     for i in function_span(lines, name):
         code = lines[i].split("#")[0]
         for pattern, replacement in OPERATORS:
             for match in re.finditer(pattern, code):
                 changed = lines[i][: match.start()] + replacement + lines[i][match.end() :]
-                old, new = _unique(lines, i, changed, text)
-                found.append(Candidate(old, new, i + 1, lines[i].strip(), changed.strip()))
+                found.append(Candidate(i + 1, lines[i].strip(), changed.strip()))
     return found
 
 
@@ -89,12 +85,3 @@ def callees(lines: list[str], name: str) -> list[str]:
     for i in function_span(lines, name):
         called += re.findall(r"(?<![.\w])([a-z_]\w*)\(", lines[i].split("#")[0])
     return [c for c in dict.fromkeys(called) if c not in dir(builtins) and c != name]
-
-
-def _unique(lines: list[str], i: int, changed: str, text: str) -> tuple[str, str]:
-    """The line with enough neighbours above it to occur once in the file, before and after."""
-    for above in range(i + 1):
-        old = "\n".join(lines[i - above : i + 1])
-        if text.count(old) == 1:
-            return old, "\n".join([*lines[i - above : i], changed])
-    return lines[i], changed
