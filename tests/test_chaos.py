@@ -90,16 +90,21 @@ def teamrt(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str
                           env={**os.environ, "TEAMRT_HOME": str(home)}, timeout=120)  # fmt: skip
 
 
-def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: Path) -> None:
-    project = chaos.prepare("coding", tmp_path)
-    home = tmp_path / "home"
-    team = chaos.EXAMPLES / "coding-team" / "team.toml"
+def start_run(example: str, where: Path, until: str) -> tuple[Path, Path, subprocess.Popen[bytes]]:
+    """``teamrt run`` of an example in its own process, once ``until`` (a glob in the home) exists."""
+    project, home = chaos.prepare(example, where), where / "home"
+    team = chaos.EXAMPLES / f"{example}-team" / "team.toml"
     owner = subprocess.Popen([sys.executable, "-m", "teamrt", "run", str(team)], cwd=project,
                              env={**os.environ, "TEAMRT_HOME": str(home)}, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 60
-    while not list(home.glob("runs/*/worktrees/*")) and time.monotonic() < deadline:
-        time.sleep(0.02)  # until the coders are at work
+    while not list(home.glob(until)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return project, home, owner
+
+
+def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: Path) -> None:
+    project, home, owner = start_run("coding", tmp_path, "runs/*/worktrees/*")  # the coders are at work
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     [run_dir] = (home / "runs").iterdir()
@@ -114,16 +119,8 @@ def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: P
 
 
 def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
-    project = chaos.prepare("research", tmp_path)
-    home = tmp_path / "home"
-    team = chaos.EXAMPLES / "research-team" / "team.toml"
-    owner = subprocess.Popen([sys.executable, "-m", "teamrt", "run", str(team)], cwd=project,
-                             env={**os.environ, "TEAMRT_HOME": str(home)}, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
+    project, home, owner = start_run("research", tmp_path, "runs/*/owner.lock")
     try:
-        deadline = time.monotonic() + 60
-        while not list(home.glob("runs/*/owner.lock")) and time.monotonic() < deadline:
-            time.sleep(0.01)
         [run_dir] = (home / "runs").iterdir()
         refused = teamrt("resume", run_dir.name, cwd=project, home=home)
         if owner.poll() is None:  # still live when it asked
