@@ -189,3 +189,31 @@ def test_processes_a_crashed_run_left_are_killed_and_a_reused_pid_is_spared(tmp_
         for p in (left, other):
             p.kill()
             p.wait()
+
+
+def test_a_worktree_lost_with_the_crash_is_made_again_and_the_run_ends(
+    tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any, tree: Path
+) -> None:
+    import shutil
+
+    project = chaos.prepare("coding", tmp_path, tree)
+    home = tmp_path / "home"
+    run_id = "20261122-000000-lost"
+    plan = ((chaos.Kill("merge.merged", hit=1), True), (None, False))
+    for kill, first in plan:
+        spec = {"example": "coding", "home": str(home), "project": str(project), "run_id": run_id,
+                "first": first, "kill": kill}  # fmt: skip
+        process = ctx.Process(target=chaos._incarnation, args=(spec,))
+        process.start()
+        process.join(120)
+        if first:
+            assert process.exitcode == -signal.SIGKILL
+            worktrees = sorted((home / "runs" / run_id / "worktrees").iterdir())
+            assert worktrees, "the coders were at work"
+            shutil.rmtree(worktrees[0])  # lost with the machine, say
+    assert process.exitcode == 0
+    result = chaos.check("coding", home, run_id, project, references["coding"], kills=1)
+    assert (result.lost, result.duplicated, result.corrupted) == (0, 0, 0), result
+    log = ["git", "log", "--format=%s", f"teamrt/{run_id}"]
+    ended = subprocess.run(log, cwd=project, capture_output=True, text=True, check=True).stdout
+    assert ended.count("Merge coder") == 3, "every coder's work was merged, the lost worktree's too"
