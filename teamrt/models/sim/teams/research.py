@@ -79,16 +79,20 @@ def lead(request: SimRequest) -> Reply:
         for path, line in challenges.markers:
             reply.call("read", {"file_path": path, "offset": line, "limit": 1})
         return reply
-    if not any(o.name == "write" for o in done):
+    answered = any(o.name == "send_message" and o.input.get("body", "").startswith(ANSWERS) for o in done)
+    asked_to_stop = any(o.name == "request_shutdown" for o in done)
+    if not (answered and asked_to_stop and any(o.name == "write" for o in done)):
         answers = _answers(challenges, checked)
-        report = _report(parts, findings, verdicts[0].body, answers, reviewer)
-        return (
-            Reply()
-            .say(f"Answering {reviewer} and writing {REPORT}.")
-            .call("send_message", {"to": reviewer, "body": answers, "summary": "answers"})
-            .call("write", {"file_path": REPORT, "content": report})
-            .call("request_shutdown", {"agent": reviewer, "reason": "the report is written"})
+        reply = Reply().say(f"Answering {reviewer} and writing {REPORT}.")
+        if not answered:
+            reply.call("send_message", {"to": reviewer, "body": answers, "summary": "answers"})
+        reply.call(
+            "write",
+            {"file_path": REPORT, "content": _report(parts, findings, verdicts[0].body, answers, reviewer)},
         )
+        if not asked_to_stop:
+            reply.call("request_shutdown", {"agent": reviewer, "reason": "the report is written"})
+        return reply
     total = sum(f.lines for f in findings.values())
     forks = len(re.findall(r"^## \S+: ", spawns[-1].output, re.MULTILINE))
     return Reply().say(
