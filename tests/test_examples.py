@@ -83,6 +83,10 @@ def test_research_team_surveys_every_part_of_the_tree(
     assert all(a.usage.cache_read_tokens > 0 for a in forks), "forks read their parent's prefix from cache"
     reviewer = next(a.name for a in reader.agents() if a.kind == "team")
     assert any(m.sender == reviewer and "CHALLENGES" in m.message["body"] for m in reader.mail("lead"))
+    streams = tmp_path / "home" / "runs" / summary.run_id / "stream"
+    said = (streams / "lead").read_text().splitlines()
+    assert said[0] == "First, the parts of this tree." and said[-1].startswith("Wrote REPORT.md"), said
+    assert (streams / forks[0].name).read_text().startswith("Counting lines and definitions in ")
     assert any(m.sender == "lead" and "ANSWERS" in m.message["body"] for m in reader.mail(reviewer))
 
 

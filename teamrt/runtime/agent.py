@@ -15,6 +15,7 @@ from ..tools.base import Tool, ToolContext
 from ..tools.permissions import Permissions
 from .asking import Asker
 from .budget import Budget
+from .stream import TextStream
 
 DEFAULT_MAX_TOKENS = 8192
 
@@ -61,6 +62,8 @@ class AgentEnv:
     """The epoch an agent runs under now (None: not an agent of this run), to spot superseded mail."""
     after_tools: Callable[[list[str]], Awaitable[None]] | None = None
     """Called with the names of a turn's tools once they have run (a worktree's overlap check)."""
+    stream: TextStream | None = None
+    """Where the agent's text goes as it streams, for watchers (``runs/<run>/stream/<agent>``)."""
 
 
 @dataclass(frozen=True)

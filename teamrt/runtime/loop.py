@@ -289,6 +289,9 @@ class AgentLoop:
         except BaseException:
             reservation.settle(0, 0.0)
             raise
+        finally:
+            if self.env.stream is not None:
+                self.env.stream.end_turn()
         reservation.settle(
             response.usage.prompt_tokens + response.usage.output_tokens, response.cost_usd or 0.0
         )

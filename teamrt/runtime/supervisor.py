@@ -54,6 +54,7 @@ from .resume import (
     reconcile_git,
     worktree_base,
 )
+from .stream import TextStream
 from .teamfile import RoleSpec, TeamFile
 
 MAX_RESTARTS = 2
@@ -175,6 +176,8 @@ class Supervisor:
             control.cancel()
             for member in self.members.values():
                 member.inbox.close()
+                if member.loop.env.stream is not None:
+                    member.loop.env.stream.close()
             for model in self.models.values():
                 await model.aclose()
             if self.worktrees is not None:
@@ -286,6 +289,8 @@ class Supervisor:
     ) -> Member:  # fmt: skip
         self.mailbox.register(name)
         inbox = Inbox(self.mailbox, name, watcher=self.watcher)
+        stream = TextStream(self.run_dir, name)
+        echo = self._on_text if kind == "lead" else None
         budget = Budget(f"agent {name}", role.budget_tokens, role.budget_usd)
         if spent is not None:  # a resumed agent's budget counts what it spent before
             budget.spent_tokens, budget.spent_usd = spent.total_tokens, spent.cost_usd
@@ -296,7 +301,8 @@ class Supervisor:
             asker=self.asker,
             budgets=[budget, self.run_budget],
             inbox=inbox,
-            on_text=self._on_text if kind == "lead" else None,
+            on_text=stream.write if echo is None else _tee(stream.write, echo),
+            stream=stream,
             keep_waiting=lambda: any(
                 m.parent == name and m.busy and not m.done.done() for m in self.members.values()
             ),
@@ -813,6 +819,14 @@ class Supervisor:
 
     def accept_shutdown(self, agent: str, reason: str) -> None:
         self.members[agent].loop.finish_after_turn(reason)
+
+
+def _tee(*sinks: OnText) -> OnText:
+    def write(text: str) -> None:
+        for sink in sinks:
+            sink(text)
+
+    return write
 
 
 def _unlanded(record: AgentRecord) -> bool:
