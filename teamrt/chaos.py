@@ -130,17 +130,9 @@ def run_through_crashes(
     first = True
     plan: list[Kill | None] = [*kills, None]
     for i, kill in enumerate(plan):
-        spec = {"example": example, "home": str(home), "project": str(project), "run_id": run_id,
-                "first": first, "kill": kill}  # fmt: skip
+        exitcode = incarnate(ctx, example, home, project, run_id, kill, first=first)
         first = False
-        process = ctx.Process(target=_incarnation, args=(spec,))
-        process.start()
-        process.join(INCARNATION_TIMEOUT_S)
-        if process.exitcode is None:
-            process.kill()
-            process.join()
-            raise RuntimeError(f"incarnation {i} of run {run_id} did not end in {INCARNATION_TIMEOUT_S:g} s")
-        if process.exitcode == -signal.SIGKILL:
+        if exitcode == -signal.SIGKILL:
             fired += 1
             status = _status(home, run_id)
             if status is None:  # died before the run existed: there is nothing to resume
@@ -149,10 +141,27 @@ def run_through_crashes(
             elif status != "running":  # died after the run had ended
                 return run_id, fired
             continue
-        if process.exitcode != 0:
-            raise RuntimeError(f"incarnation {i} of run {run_id} exited with {process.exitcode}")
+        if exitcode != 0:
+            raise RuntimeError(f"incarnation {i} of run {run_id} exited with {exitcode}")
         return run_id, fired
     raise RuntimeError(f"run {run_id} did not end after {len(plan)} incarnations")
+
+
+def incarnate(
+    ctx: Any, example: str, home: Path, project: Path, run_id: str, kill: Kill | None, *, first: bool
+) -> int:
+    """One owner of the run, forked: it runs the example (``first``) or resumes it, and dies where
+    ``kill`` says. Its exit code (negative: the signal that ended it)."""
+    spec = {"example": example, "home": str(home), "project": str(project), "run_id": run_id,
+            "first": first, "kill": kill}  # fmt: skip
+    process = ctx.Process(target=_incarnation, args=(spec,))
+    process.start()
+    process.join(INCARNATION_TIMEOUT_S)
+    if process.exitcode is None:
+        process.kill()
+        process.join()
+        raise RuntimeError(f"an owner of run {run_id} did not end in {INCARNATION_TIMEOUT_S:g} s")
+    return int(process.exitcode)
 
 
 def _status(home: Path, run_id: str) -> str | None:

@@ -141,18 +141,14 @@ def test_a_full_disk_stops_the_run_clearly_and_resume_goes_on_when_space_returns
     run_id = "20261122-000000-full"
     full = chaos.Kill("store.before_commit", hit=ref.hits["store.before_commit"] // 2, disk_full=True)
     for kill, first in ((full, True), (None, False)):
-        spec = {"example": "research", "home": str(home), "project": str(project), "run_id": run_id,
-                "first": first, "kill": kill}  # fmt: skip
-        process = ctx.Process(target=chaos._incarnation, args=(spec,))
-        process.start()
-        process.join(120)
+        exitcode = chaos.incarnate(ctx, "research", home, project, run_id, kill, first=first)
         if first:
-            assert process.exitcode == 1, "the run stopped on the full disk"
+            assert exitcode == 1, "the run stopped on the full disk"
             said = (home / f"{run_id}.{chaos.ERROR}").read_text()
             assert said.startswith("StoreWriteFailed:") and "no space left on device" in said, said
             assert "then resume the run" in said
             assert chaos._status(home, run_id) == "running", "nothing after the last commit was kept"
-    assert process.exitcode == 0, "resumed once space returned"
+    assert exitcode == 0, "resumed once space returned"
     result = chaos.check("research", home, run_id, project, ref, kills=0)
     assert result.differences == [] and (result.lost, result.duplicated, result.corrupted) == (0, 0, 0), (
         result
@@ -201,17 +197,13 @@ def test_a_worktree_lost_with_the_crash_is_made_again_and_the_run_ends(
     run_id = "20261122-000000-lost"
     plan = ((chaos.Kill("merge.merged", hit=1), True), (None, False))
     for kill, first in plan:
-        spec = {"example": "coding", "home": str(home), "project": str(project), "run_id": run_id,
-                "first": first, "kill": kill}  # fmt: skip
-        process = ctx.Process(target=chaos._incarnation, args=(spec,))
-        process.start()
-        process.join(120)
+        exitcode = chaos.incarnate(ctx, "coding", home, project, run_id, kill, first=first)
         if first:
-            assert process.exitcode == -signal.SIGKILL
+            assert exitcode == -signal.SIGKILL
             worktrees = sorted((home / "runs" / run_id / "worktrees").iterdir())
             assert worktrees, "the coders were at work"
             shutil.rmtree(worktrees[0])  # lost with the machine, say
-    assert process.exitcode == 0
+    assert exitcode == 0
     result = chaos.check("coding", home, run_id, project, references["coding"], kills=1)
     assert (result.lost, result.duplicated, result.corrupted) == (0, 0, 0), result
     log = ["git", "log", "--format=%s", f"teamrt/{run_id}"]
