@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -127,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("run", metavar="RUN", help="the run's id, as teamrt ls shows it")
     resume.add_argument("--quiet", action="store_true", help="do not stream the lead's text as it arrives")
+    resume.add_argument(
+        "--detach", action="store_true",
+        help="take the run over in the background and print its id (follow it with: teamrt logs RUN -f)",
+    )  # fmt: skip
     commands.add_parser(
         "models",
         help="list the known models with their prices and cache minimums",
@@ -327,19 +332,29 @@ def _detach(args: argparse.Namespace) -> int:
     ``ls`` find it, or until the child exits: then its output's last lines are
     the error.
     """
-    import subprocess
-    import time
-
     from . import home, logs
 
     _check_run(args)
     run_id = args.run_id or home.new_run_id()
     run_dir = home.run_dir(run_id)
+    return _start_detached(
+        _child_argv(args, run_id), run_dir, run_id, lambda: logs.store_ready(run_dir, run_id)
+    )
+
+
+def _start_detached(argv: list[str], run_dir: Path, run_id: str, ready: Callable[[], bool]) -> int:
+    """Start ``teamrt argv`` in a session of its own, its output appended to the run's output.log, and
+    wait until ``ready()`` or the child's end (its output's last lines are then the error)."""
+    import subprocess
+    import time
+
+    from . import logs
+
     output = run_dir / logs.OUTPUT_LOG
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "teamrt", *_child_argv(args, run_id)],
+            [sys.executable, "-m", "teamrt", *argv],
             stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},  # output.log follows the run as it goes
         )  # fmt: skip
@@ -347,8 +362,8 @@ def _detach(args: argparse.Namespace) -> int:
         os.close(fd)
     deadline = time.monotonic() + DETACH_WAIT_S
     while True:
-        code = child.poll()  # before the store: a run that ended that fast still counts as started
-        if logs.store_ready(run_dir, run_id):
+        code = child.poll()  # before ready(): a run that ended that fast still counts as started
+        if ready():
             break
         if code is not None:
             tail = output.read_text(encoding="utf-8", errors="replace").splitlines()[-TAIL_LINES:]
@@ -357,7 +372,9 @@ def _detach(args: argparse.Namespace) -> int:
             print(said, file=sys.stderr)
             return EXIT_FAILED
         if time.monotonic() >= deadline:
-            print(f"teamrt: note: run {run_id} has no store yet; its output is in {output}", file=sys.stderr)
+            print(
+                f"teamrt: note: run {run_id} has not started yet; its output is in {output}", file=sys.stderr
+            )
             break
         time.sleep(DETACH_POLL_S)
     print(run_id)
@@ -400,15 +417,39 @@ def _resume(args: argparse.Namespace) -> int:
     from . import home
     from .agents import DefinitionError
     from .models import ModelConfigError
+    from .runs import RunsError
     from .runtime.teamrun import NotResumable, resume_run
     from .store import StoreError
 
     try:
+        if args.detach:
+            return _resume_detached(args.run)
         result = asyncio.run(resume_run(args.run, on_text=None if args.quiet else _echo))
-    except (home.UnknownRun, NotResumable, StoreError, ModelConfigError, DefinitionError) as e:
+    except (home.UnknownRun, NotResumable, StoreError, ModelConfigError, DefinitionError, RunsError) as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     return _report(result, quiet=args.quiet)
+
+
+def _resume_detached(run_id: str) -> int:
+    """``resume --detach``: a crashed run, taken over by a process in a session of its own; returns
+    once that process owns the run (or has failed to)."""
+    from . import home, runs
+    from .runtime.teamrun import NotResumable
+
+    run_dir = home.existing_run_dir(run_id)
+    with runs.reading(run_dir, run_id) as reader:
+        before = reader.run()
+    status = runs.run_status(before)
+    if status != runs.CRASHED:
+        raise NotResumable(f"run {run_id} is {status}; only a crashed run can be resumed")
+
+    def taken_over() -> bool:
+        with runs.reading(run_dir, run_id) as reader:
+            owner = reader.run().owner
+        return owner is not None and owner != before.owner
+
+    return _start_detached(["resume", run_id, "--quiet"], run_dir, run_id, taken_over)
 
 
 def _echo(text: str) -> None:

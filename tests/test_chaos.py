@@ -116,6 +116,21 @@ def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: P
     again = teamrt("resume", run_dir.name, cwd=project, home=home)
     assert again.returncode == 1 and again.stderr.count("\n") == 1
     assert "is done; only a crashed run can be resumed" in again.stderr
+    detached = teamrt("resume", run_dir.name, "--detach", cwd=project, home=home)
+    assert detached.returncode == 1 and "is done; only a crashed run can be resumed" in detached.stderr
+
+
+def test_resume_detach_takes_a_crashed_run_over_in_the_background(tmp_path: Path) -> None:
+    project, home, owner = start_run("coding", tmp_path, "runs/*/worktrees/*")
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    [run_dir] = (home / "runs").iterdir()
+    started = teamrt("resume", run_dir.name, "--detach", cwd=project, home=home)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout == f"{run_dir.name}\n" and "teamrt logs" in started.stderr
+    followed = teamrt("logs", run_dir.name, "-f", cwd=project, home=home)
+    assert followed.returncode == 0, followed.stdout[-2000:]
+    assert "run.resumed" in followed.stdout and f"run {run_dir.name} ended: done" in followed.stdout
 
 
 def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
