@@ -1,0 +1,48 @@
+"""What an agent is doing now, in a few words, from what the store has kept.
+
+    thinking                      its last kept turn is the user's: the model is at work
+    bash: python3 -m unittest     a call of its last turn is running (the tool and its argument)
+    waiting for mail              idle
+    merging                       its branch is in the merge queue
+    done: merged onto ...         ended, with the reason
+
+Read-only and cheap: the agent's record, its last turn and its calls still
+running, which the TUI reads in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..store import AgentRecord, ToolCallRecord, TurnRecord
+
+ARGUMENT_CHARS = 60
+ARGUMENT_KEYS = ("command", "file_path", "pattern", "to", "subject", "task_id", "kind")
+"""The input that names what a call is about, by the first key present."""
+
+
+def activity(agent: AgentRecord, last_turn: TurnRecord | None, calls: Sequence[ToolCallRecord]) -> str:
+    """``agent``'s activity; ``calls``: its tool calls of the last turn not yet finished."""
+    if agent.status in ("done", "failed", "stopped"):
+        return agent.status + (f": {agent.status_reason}" if agent.status_reason else "")
+    if agent.status == "idle":
+        return "waiting for mail"
+    if agent.status == "merging":
+        return "merging"
+    if agent.status == "pending" or last_turn is None:
+        return "starting"
+    running = [c for c in calls if c.status == "running"] or [c for c in calls if c.status == "pending"]
+    if last_turn.role == "assistant" and running:
+        return describe_call(running[0])
+    return "thinking"
+
+
+def describe_call(call: ToolCallRecord) -> str:
+    """``bash: python3 -m unittest``: the tool, and the argument that says what it is about."""
+    key = next((k for k in ARGUMENT_KEYS if k in call.input), None)
+    if key is None:
+        return call.name
+    argument = " ".join(str(call.input[key]).split())
+    if len(argument) > ARGUMENT_CHARS:
+        argument = argument[: ARGUMENT_CHARS - 3] + "..."
+    return f"{call.name}: {argument}"

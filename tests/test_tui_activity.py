@@ -1,0 +1,64 @@
+"""What the TUI says an agent is doing, read from a real store as the loop leaves it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from teamrt.store import ToolUse, create_store
+from teamrt.tui.activity import activity, describe_call
+
+
+def test_activity_follows_an_agent_through_its_turn(tmp_path: Path) -> None:
+    async def go() -> list[str]:
+        (tmp_path / "run").mkdir()
+        store = create_store(tmp_path / "run", "run1", task="t", workdir=str(tmp_path))
+        seen = []
+
+        def now() -> str:
+            agent = store.reader.agent("lead")
+            turns = store.reader.turns("lead")
+            calls = [c for c in store.reader.tool_calls("lead") if c.status in ("pending", "running")]
+            return activity(agent, turns[-1] if turns else None, calls)
+
+        await store.add_agent("lead", kind="lead", model="sim")
+        seen.append(now())
+        await store.set_agent_status("lead", "running")
+        await store.append_turn("lead", epoch=1, role="user", content=[{"type": "text", "text": "go"}])
+        seen.append(now())
+        use = ToolUse("toolu_1", "bash", {"command": "python3 -m unittest   tests.test_dates"}, False)
+        await store.append_turn("lead", epoch=1, role="assistant", content=[], tool_uses=[use])
+        await store.move_tool_call("toolu_1", "running")
+        seen.append(now())
+        await store.set_agent_status("lead", "idle")
+        seen.append(now())
+        await store.set_agent_status("lead", "merging")
+        seen.append(now())
+        await store.set_agent_status("lead", "done", "merged onto teamrt/run1 at 4c45fb8b37d1")
+        seen.append(now())
+        store.close()
+        return seen
+
+    assert asyncio.run(go()) == [
+        "starting",
+        "thinking",
+        "bash: python3 -m unittest tests.test_dates",
+        "waiting for mail",
+        "merging",
+        "done: merged onto teamrt/run1 at 4c45fb8b37d1",
+    ]
+
+
+def test_a_long_argument_is_cut_and_a_call_without_one_is_named() -> None:
+    from teamrt.store import ToolCallRecord
+
+    def call(name: str, input: dict[str, object]) -> ToolCallRecord:
+        return ToolCallRecord(
+            id="c", agent="a", turn_id=1, epoch=1, name=name, input=input, read_only=False, status="running",
+            result=None, is_error=False, created_at=0.0, started_at=None, finished_at=None, processes=(),
+        )  # fmt: skip
+
+    long = describe_call(call("write", {"file_path": "x" * 200, "content": "..."}))
+    assert long.startswith("write: xxx") and long.endswith("...") and len(long) == len("write: ") + 60
+    assert describe_call(call("task_list", {})) == "task_list"
+    assert describe_call(call("send_message", {"to": "reviewer", "body": "hi"})) == "send_message: reviewer"
