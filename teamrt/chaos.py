@@ -37,22 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from . import faults
+from .examples import coding_repo, copy_tree, team_file
 from .runtime.resume import REPEATABLE
 
 POINTS = (
     "store.before_commit", "store.after_commit", "tool.before", "tool.after", "mail.written",
     "mail.delivered", "merge.merged", "merge.before_ref", "merge.after_ref",
 )  # fmt: skip
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 INCARNATION_TIMEOUT_S = 120.0
 EXECUTIONS = "executions.log"
 RESUMES = "resumes.log"
 HITS = "hits.json"
 ERROR = "error.txt"
-_IDENTITY = {
-    "GIT_AUTHOR_NAME": "chaos", "GIT_AUTHOR_EMAIL": "chaos@teamrt.invalid",
-    "GIT_COMMITTER_NAME": "chaos", "GIT_COMMITTER_EMAIL": "chaos@teamrt.invalid",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,18 +93,9 @@ class Reference:
 def prepare(example: str, where: Path, tree: Path | None = None) -> Path:
     """A project for ``example`` under ``where``: a copy of the coding repository (a git repository),
     or of the tree to survey (teamrt's own package by default)."""
-    project = where / "project"
     if example == "coding":
-        shutil.copytree(
-            EXAMPLES / "coding-team" / "repo", project, ignore=shutil.ignore_patterns("__pycache__")
-        )
-        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "kit"]):
-            subprocess.run(["git", *args], cwd=project, env={**os.environ, **_IDENTITY}, check=True,
-                           capture_output=True)  # fmt: skip
-    else:
-        source = tree or Path(__file__).resolve().parent
-        shutil.copytree(source, project, ignore=shutil.ignore_patterns("__pycache__", ".*"))
-    return project
+        return coding_repo(where / "project")
+    return copy_tree(tree or Path(__file__).resolve().parent, where / "project")
 
 
 def context() -> Any:
@@ -196,7 +183,7 @@ def _own(spec: dict[str, Any], hits: Counter[str]) -> None:
     from .runtime.teamrun import resume_run, run_team_file
 
     if spec["first"]:
-        team = EXAMPLES / f"{spec['example']}-team" / "team.toml"
+        team = team_file(spec["example"])
         work = run_team_file(
             team, prompt=None, model="sim", project=Path(spec["project"]), run_id=spec["run_id"]
         )

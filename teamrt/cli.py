@@ -238,10 +238,11 @@ def _demo(args: argparse.Namespace) -> int:
 
         return mailbox.run(rounds=args.rounds)
     from .demos import teams
+    from .examples import ExamplesError
 
     try:
         return teams.run(args.which, tree=args.tree)
-    except teams.DemoError as e:
+    except ExamplesError as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
 

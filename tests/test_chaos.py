@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from teamrt import chaos
+from teamrt.examples import team_file
 
 KILLS_PER_RUN = 5
 RANDOM_KILLS = 32
@@ -93,7 +94,7 @@ def teamrt(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str
 def start_run(example: str, where: Path, until: str) -> tuple[Path, Path, subprocess.Popen[bytes]]:
     """``teamrt run`` of an example in its own process, once ``until`` (a glob in the home) exists."""
     project, home = chaos.prepare(example, where), where / "home"
-    team = chaos.EXAMPLES / f"{example}-team" / "team.toml"
+    team = team_file(example)
     owner = subprocess.Popen([sys.executable, "-m", "teamrt", "run", str(team)], cwd=project,
                              env={**os.environ, "TEAMRT_HOME": str(home)}, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip

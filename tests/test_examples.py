@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +16,10 @@ from pathlib import Path
 import pytest
 from gitrepo import git
 
+from teamrt.examples import coding_repo, team_file
 from teamrt.runtime.teamrun import RunSummary, run_team_file
 from teamrt.store import StoreReader, open_reader
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SURVEYED_TREE = {
     "engine/__init__.py": '"""The engine: turns requests into answers."""\n',
     "engine/core.py": '"""The core loop."""\n\n\ndef run(request):\n    return request\n\n\nclass Engine:\n'
@@ -35,9 +34,7 @@ SURVEYED_TREE = {
 
 def run_example(team: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RunSummary, StoreReader]:
     monkeypatch.setenv("TEAMRT_HOME", str(project.parent / "home"))
-    summary = asyncio.run(
-        run_team_file(EXAMPLES / f"{team}-team" / "team.toml", prompt=None, model="sim", project=project)
-    )
+    summary = asyncio.run(run_team_file(team_file(team), prompt=None, model="sim", project=project))
     run_dir = project.parent / "home" / "runs" / summary.run_id
     return summary, open_reader(run_dir, summary.run_id)
 
@@ -47,14 +44,6 @@ def unittest_in(path: Path) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "unittest"], cwd=path, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
-
-
-def coding_repo(path: Path) -> Path:
-    shutil.copytree(EXAMPLES / "coding-team" / "repo", path, ignore=shutil.ignore_patterns("__pycache__"))
-    git(path, "init", "-q", "-b", "main")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "kit")
-    return path
 
 
 def integration_tests(repo: Path, summary: RunSummary, where: Path) -> subprocess.CompletedProcess[str]:

@@ -299,3 +299,21 @@ def test_builtin_tools_have_the_model_facing_names_and_flags() -> None:
 def test_importing_the_tools_does_not_import_the_sdk() -> None:
     code = "import sys, teamrt.tools; sys.exit('anthropic' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_temporaries_a_crash_left_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    from teamrt.tools.files import TEMPORARY_SUFFIX, remove_temporaries
+
+    left = tmp_path / "kit" / f".dates.py.ab12{TEMPORARY_SUFFIX}"
+    left.parent.mkdir()
+    left.write_text("half")
+    kept = [
+        tmp_path / "kit" / "dates.py",
+        tmp_path / "kit" / "notes.teamrt-tmp",
+        tmp_path / ".git" / f".x{TEMPORARY_SUFFIX}",
+    ]
+    for path in kept:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("mine")
+    assert remove_temporaries(tmp_path) == [left]
+    assert not left.exists() and all(p.exists() for p in kept)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -23,26 +22,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import home, logs, runs
+from ..examples import coding_repo, copy_tree, team_file
 from ..runtime.teamrun import RunSummary, run_team_file
 from ..store import AgentRecord, StoreReader
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SKIPPED = ("__pycache__", "node_modules", "*.pyc", ".*")
-MAX_TREE_FILES = 3_000
 PROGRESS_KINDS = ("spawn", "agent.added", "agent.done", "agent.failed", "agent.stopped", "task.created",
                   "task.claimed", "task.updated", "merge.queued", "merge.merged", "merge.red",
                   "merge.conflict")  # fmt: skip
 """The event kinds shown as progress (the full log is ``teamrt logs RUN``)."""
-DEMO_IDENTITY = {
-    "GIT_AUTHOR_NAME": "teamrt demo", "GIT_AUTHOR_EMAIL": "demo@teamrt.invalid",
-    "GIT_COMMITTER_NAME": "teamrt demo", "GIT_COMMITTER_EMAIL": "demo@teamrt.invalid",
-}  # fmt: skip
 
 Out = Callable[[str], None]
-
-
-class DemoError(Exception):
-    """Why the demo cannot run; one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -57,10 +46,8 @@ class DemoRun:
 
 def run(which: str = "all", *, tree: Path | None = None, out: Out = print) -> int:
     """Run the research and/or coding example; 0 when every run ended done with its outcome checked."""
-    if not EXAMPLES.is_dir():
-        raise DemoError(
-            f"the examples directory is missing ({EXAMPLES}); run the demo from a clone of teamrt"
-        )
+    for example in ("research", "coding"):
+        team_file(example)  # outside a clone of teamrt: one clear line before anything is made
     scratch = home.teamrt_home() / "demo" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     scratch.mkdir(parents=True, exist_ok=True)
     out(f"teamrt demo: the example teams on sim (offline; no API key is used), in {scratch}")
@@ -75,11 +62,9 @@ def run(which: str = "all", *, tree: Path | None = None, out: Out = print) -> in
 
 
 def _research(source: Path, workspace: Path, out: Out) -> bool:
-    if not source.is_dir():
-        raise DemoError(f"{source} is not a directory")
-    _copy_tree(source, workspace)
+    copy_tree(source, workspace)
     out(f"\n== research team: surveying {source} (a copy, in {workspace})")
-    demo = _run("research", EXAMPLES / "research-team" / "team.toml", workspace, out)
+    demo = _run("research", team_file("research"), workspace, out)
     report = workspace / "REPORT.md"
     _table(demo, out)
     if not report.is_file():
@@ -92,18 +77,10 @@ def _research(source: Path, workspace: Path, out: Out) -> bool:
 
 
 def _coding(workspace: Path, out: Out) -> bool:
-    shutil.copytree(EXAMPLES / "coding-team" / "repo", workspace, ignore=shutil.ignore_patterns(*SKIPPED[:3]))
-    git = ["git", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null"]
-    env = {**os.environ, **DEMO_IDENTITY}
-    for args in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["commit", "-q", "-m", "kit: small helpers, some tests failing"],
-    ):
-        subprocess.run([*git, *args], cwd=workspace, env=env, check=True, capture_output=True)
+    coding_repo(workspace)
     out(f"\n== coding team: fixing the failing tests of a small repository ({workspace})")
     out(f"  before: {_unittest(workspace)}")
-    demo = _run("coding", EXAMPLES / "coding-team" / "team.toml", workspace, out)
+    demo = _run("coding", team_file("coding"), workspace, out)
     _table(demo, out)
     out(f"\n$ teamrt apply {demo.run_id}")
     from ..worktree.apply import ApplyError, apply, plan_apply  # GitPython: only now
@@ -194,20 +171,6 @@ def _cache_share(agent: AgentRecord) -> float:
     u = agent.usage
     prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
     return u.cache_read_tokens / prompt if prompt else 0.0
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    """A copy of ``source`` without hidden files, caches and symlinks; refused when it is too big."""
-    files = 0
-    for _, dirs, names in os.walk(source):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIPPED]
-        files += sum(not n.startswith(".") for n in names)
-        if files > MAX_TREE_FILES:
-            raise DemoError(f"{source} has over {MAX_TREE_FILES:,} files; give the demo a smaller tree")
-    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(*SKIPPED))
-    for path in list(target.rglob("*")):
-        if path.is_symlink():
-            path.unlink()
 
 
 def _unittest(repo: Path) -> str:

@@ -2,7 +2,9 @@
 
 - Processes the crashed owner's tools left running (journaled pid plus start
   time, so a reused pid is never hit) are killed first.
-- Lock files git left in the run's worktrees and on its branches are removed.
+- Lock files git left in the run's worktrees and on its branches are removed,
+  and the temporary files of ``write``/``edit`` calls cut short in every
+  agent's workspace.
 - A merge the queue made but did not record (the integration branch moved,
   the row still says queued or merging) is recorded, not repeated.
 - Each agent's worktree is kept if present, else made again from its branch
@@ -20,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..procs import is_running, kill_group
 from ..store import EventRecord, Store, ToolCallRecord
@@ -75,30 +78,29 @@ def worktree_base(events: Sequence[EventRecord], agent: str) -> str | None:
 def delivered(mailbox_root: Path, sender: str, to: str, body: str, kind: str, since: float) -> str | None:
     """The id of a ``kind`` message ``sender`` sent ``to`` with ``body`` at or after ``since`` (a call
     the crash cut short may have delivered it), or None."""
-    for sub in ("new", "cur"):
-        folder = mailbox_root / to / sub
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            try:
-                data = json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue
-            same = (data.get("from"), data.get("body"), data.get("kind")) == (sender, body, kind)
-            if same and _timestamp(data.get("created_at")) >= since - 1:
-                return str(data.get("id"))
+    for data in _mail_to(mailbox_root, to):
+        same = (data.get("from"), data.get("body"), data.get("kind")) == (sender, body, kind)
+        if same and _timestamp(data.get("created_at")) >= since - 1:
+            return str(data.get("id"))
     return None
 
 
 def has_mail(mailbox_root: Path, sender: str, to: str | None, kind: str) -> bool:
     """Whether ``to``'s mailbox holds (read or not) a ``kind`` message from ``sender``."""
-    for path in mailbox_root.glob(f"{to}/*/*.json") if to else []:
-        if path.parent.name in ("new", "cur"):
+    return to is not None and any(
+        (data.get("from"), data.get("kind")) == (sender, kind) for data in _mail_to(mailbox_root, to)
+    )
+
+
+def _mail_to(mailbox_root: Path, to: str) -> Iterator[dict[str, Any]]:
+    """Every message in ``to``'s mailbox, waiting (``new/``) or read (``cur/``); unreadable files skipped."""
+    for sub in ("new", "cur"):
+        folder = mailbox_root / to / sub
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             try:
-                data = json.loads(path.read_bytes())
+                yield json.loads(path.read_bytes())
             except (OSError, ValueError):
                 continue
-            if (data.get("from"), data.get("kind")) == (sender, kind):
-                return True
-    return False
 
 
 def _timestamp(created_at: object) -> float:

@@ -33,8 +33,9 @@ from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
 from ..models import Model, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
 from ..settings import Settings
-from ..store import AgentRecord, FinishedCall, Store, TaskUnavailable, ToolCallRecord, Usage
+from ..store import AgentRecord, EventRecord, FinishedCall, Store, TaskUnavailable, ToolCallRecord, Usage
 from ..tools.base import Tool, ToolContext, ToolError
+from ..tools.files import remove_temporaries
 from ..tools.permissions import Permissions
 from ..tools.registry import builtin_tools
 from ..tools.team import describe_tasks, team_tools
@@ -146,8 +147,11 @@ class Supervisor:
                 await reconcile_git(self.store, self.worktrees)
             usage = reader.run().usage
             self.run_budget.spent_tokens, self.run_budget.spent_usd = usage.total_tokens, usage.cost_usd
+            events = reader.events()  # read once: what each agent's restore looks up
             for record in reader.agents():
-                await self._restore(record)
+                await self._restore(record, events)
+            for workspace in {m.loop.env.tools.workspace for m in self.members.values()}:
+                await asyncio.to_thread(remove_temporaries, workspace)  # of writes the crash cut short
             if "lead" not in self.members:  # the crash came before the lead was kept: start it
                 self.members["lead"] = await self._add(
                     self.team.lead, "lead", kind="lead", parent=None, depth=0
@@ -480,7 +484,7 @@ class Supervisor:
         member.loop = AgentLoop(old.spec, old.env, epoch=epoch, messages=messages)
         return results or None
 
-    async def _restore(self, record: AgentRecord) -> Member:
+    async def _restore(self, record: AgentRecord, events: list[EventRecord]) -> Member:
         """``record``'s agent as the crash left it: its conversation, its workspace, its mail."""
         reader = self.store.reader
         role = self._role_of(record)
@@ -488,7 +492,7 @@ class Supervisor:
         checkout = None
         if record.kind == "worktree" and not ended:
             assert self.worktrees is not None
-            checkout = await self.worktrees.restore(record.name, worktree_base(reader.events(), record.name))
+            checkout = await self.worktrees.restore(record.name, worktree_base(events, record.name))
         tools = self._tools_context(record.kind, record.parent, checkout)
         parent = self.members.get(record.parent or "")
         if record.kind == "fork" and parent is not None:
@@ -508,7 +512,7 @@ class Supervisor:
         member.loop.resumed_from_store()
         member.background = any(
             e.kind == "spawn" and not e.data.get("wait", True) and record.name in e.data.get("children", [])
-            for e in reader.events()
+            for e in events
         )
         if ended:
             outcome = Outcome(record.status, member.loop.answer, member.loop.turns, record.status_reason)

@@ -59,6 +59,9 @@ _MAX_HOPS = 40
 """Dangling symlinks followed by hand before a path counts as a loop (Linux's own limit)."""
 
 
+TEMPORARY_SUFFIX = ".teamrt-tmp"
+"""Of the file ``write`` and ``edit`` write before renaming it over the real one."""
+
 _PATH = "Path relative to the workspace, or absolute."
 _DIR = "Directory to search, relative to the workspace or absolute (default: the workspace)."
 
@@ -358,7 +361,7 @@ def _replace_atomically(path: Path, content: str) -> None:
     """Write ``path`` all or nothing: a sibling temporary file, fsynced, renamed over it (keeping an
     existing file's mode), so a crash leaves the old text or the new, never a truncated file."""
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".teamrt-tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(content)
@@ -370,6 +373,20 @@ def _replace_atomically(path: Path, content: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def remove_temporaries(root: Path) -> list[Path]:
+    """Remove the temporary files a write cut short by a crash left under ``root`` (``.git`` and
+    other hidden directories are not entered); the files removed."""
+    removed = []
+    for top, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if name.startswith(".") and name.endswith(TEMPORARY_SUFFIX):
+                path = Path(top) / name
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
 
 
 def _umask() -> int:
