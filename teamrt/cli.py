@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+TUI_TRACE_ENV = "TEAMRT_TUI_TRACE"
+TUI_ASK_WAIT_S = 300.0  # how long a call that needs approval waits for the user watching in ``run --tui``
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +51,16 @@ def _positive_float(text: str) -> float:
         value = 0.0
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
     return value
 
 
@@ -107,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="deny",
         help="how to answer a tool call that needs approval (default: deny, telling the model why)",
     )
+    run.add_argument(
+        "--ask-wait",
+        type=_seconds,
+        metavar="SECONDS",
+        help="how long a call that needs approval waits for you to answer it (teamrt answer) before"
+        " --on-ask does (default: the team file's ask_wait, else 0: --on-ask answers at once)",
+    )
     run.add_argument("--max-turns", type=_positive_int, help="stop after this many model turns")
     run.add_argument("--budget-tokens", type=_positive_int, help="hard limit on tokens for the run")
     run.add_argument("--budget-usd", type=_positive_float, help="hard limit on dollars for the run")
@@ -116,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check the arguments, start the run in the background and print its id; its output goes to"
         " output.log in the run's directory (follow it with: teamrt logs RUN -f)",
+    )
+    run.add_argument(
+        "--tui",
+        action="store_true",
+        help="start the run in the background and watch it in the TUI (quitting the TUI leaves the run"
+        f" going); calls that need approval then wait {TUI_ASK_WAIT_S:.0f} s for you unless --ask-wait says",
     )
     run.add_argument("--run-id", type=_run_name, help=argparse.SUPPRESS)  # the id a detached run is given
     resume = commands.add_parser(
@@ -177,6 +202,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stop.add_argument("run", metavar="RUN", help="the run's id")
     stop.add_argument("agent", metavar="AGENT", nargs="?", help="the agent to stop (default: the whole run)")
+    answer = commands.add_parser(
+        "answer",
+        help="allow or deny a tool call of a live run that waits for approval",
+        description="Answer the permission ask ASK of a live run (teamrt show RUN lists the asks"
+        " waiting): allow runs the call, deny refuses it, telling the model you did and why"
+        " (--reason). An answer that comes after the ask's wait (ask_wait, --ask-wait) is ignored:"
+        " the run's policy has answered by then.",
+    )
+    answer.add_argument("run", metavar="RUN", help="the run's id")
+    answer.add_argument("ask", metavar="ASK", help="the ask's id, as teamrt show lists it (ask-...)")
+    answer.add_argument("verdict", choices=("allow", "deny"), help="allow or deny the call")
+    answer.add_argument("--reason", help="why, for the model (a denial says who denied it in any case)")
+    tui = commands.add_parser(
+        "tui",
+        help="watch runs live in a terminal UI, and step in by mail",
+        description="The runs list, and for one run: its agents as a tree with what each is doing now,"
+        " the selected agent's transcript, mail and worktree, the task list and the event log. Message"
+        " (m) or stop (x) an agent, approve or deny (a/d) a waiting permission ask, resume (r) a crashed"
+        " run. Press ? in the TUI for every key.",
+    )
+    tui.add_argument("run", metavar="RUN", nargs="?", help="open this run (default: the runs list)")
     apply = commands.add_parser(
         "apply",
         help="bring a finished run's integration branch onto your current branch",
@@ -223,10 +269,12 @@ def _run(args: argparse.Namespace) -> int:
         return _run_one(args)
     if args.command == "resume":
         return _resume(args)
-    if args.command in ("ls", "show", "send", "stop"):
+    if args.command in ("ls", "show", "send", "stop", "answer"):
         return _inspect(args)
     if args.command == "logs":
         return _logs(args)
+    if args.command == "tui":
+        return _tui(args.run)
     if args.command in ("apply", "gc"):
         return _git_command(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse allows no other
@@ -264,12 +312,17 @@ def _run_one(args: argparse.Namespace) -> int:
         print(f"teamrt: run {args.run_id!r} exists already; leave out --run-id", file=sys.stderr)
         return EXIT_FAILED
     try:
+        if args.tui:
+            args.ask_wait = TUI_ASK_WAIT_S if args.ask_wait is None else args.ask_wait
+            started = _detach(args, quiet=True)
+            return started if started else _tui(args.run_id)
         if args.detach:
             return _detach(args)
         if args.teamfile is not None:
             work = run_team_file(
                 Path(args.teamfile), prompt=args.prompt, model=args.model, project=Path.cwd(),
                 on_notice=lambda line: print(line, file=sys.stderr), run_id=args.run_id,
+                ask_wait=args.ask_wait,
             )  # fmt: skip
         else:
             work = run_single(
@@ -278,6 +331,7 @@ def _run_one(args: argparse.Namespace) -> int:
                 model=args.model or "sim",
                 project=Path.cwd(),
                 on_ask=args.on_ask,
+                ask_wait=args.ask_wait or 0.0,
                 max_turns=args.max_turns,
                 budget_tokens=args.budget_tokens,
                 budget_usd=args.budget_usd,
@@ -326,7 +380,29 @@ def _run_taken(run_id: str) -> bool:
     return (run_dir / DB_FILE).exists() or (run_dir / LOCK_FILE).exists()
 
 
-def _detach(args: argparse.Namespace) -> int:
+def _tui(run_id: str | None) -> int:
+    """Open the TUI, on ``run_id`` if given; an unknown run is one line, before the screen is taken."""
+    from . import home
+
+    runs_dir = home.runs_path()
+    if run_id is not None:
+        try:
+            home.existing_run_dir(run_id)
+        except home.UnknownRun as e:
+            print(f"teamrt: {e}", file=sys.stderr)
+            return EXIT_FAILED
+    from .tui.app import TeamApp
+
+    trace = os.environ.get(TUI_TRACE_ENV)  # benchmarks/tui.py: when each agent's change was shown
+    TeamApp(runs_dir, run_id, trace_path=Path(trace) if trace else None).run()
+    if run_id is not None:
+        print(
+            f"teamrt: run {run_id}: watch it again with teamrt tui {run_id}; its events: teamrt logs {run_id}"
+        )
+    return 0
+
+
+def _detach(args: argparse.Namespace, *, quiet: bool = False) -> int:
     """``run --detach``: check what a user can get wrong, then start the run in a session of its own.
 
     Waits until the run's store exists, so that ``teamrt logs``, ``show`` and
@@ -336,16 +412,19 @@ def _detach(args: argparse.Namespace) -> int:
     from . import home, logs
 
     _check_run(args)
-    run_id = args.run_id or home.new_run_id()
+    run_id = args.run_id = args.run_id or home.new_run_id()
     run_dir = home.run_dir(run_id)
     return _start_detached(
-        _child_argv(args, run_id), run_dir, run_id, lambda: logs.store_ready(run_dir, run_id)
+        _child_argv(args, run_id), run_dir, run_id, lambda: logs.store_ready(run_dir, run_id), quiet=quiet
     )
 
 
-def _start_detached(argv: list[str], run_dir: Path, run_id: str, ready: Callable[[], bool]) -> int:
+def _start_detached(
+    argv: list[str], run_dir: Path, run_id: str, ready: Callable[[], bool], *, quiet: bool = False
+) -> int:
     """Start ``teamrt argv`` in a session of its own, its output appended to the run's output.log, and
-    wait until ``ready()`` or the child's end (its output's last lines are then the error)."""
+    wait until ``ready()`` or the child's end (its output's last lines are then the error). ``quiet``:
+    print nothing once it started (the TUI takes the screen)."""
     import subprocess
     import time
 
@@ -378,6 +457,8 @@ def _start_detached(argv: list[str], run_dir: Path, run_id: str, ready: Callable
             )
             break
         time.sleep(DETACH_POLL_S)
+    if quiet:
+        return 0
     print(run_id)
     print(
         f"teamrt: run {run_id} goes on in the background; follow it with: teamrt logs {run_id} -f",
@@ -405,7 +486,7 @@ def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:
     """The arguments of ``run`` that gave ``args``, without --detach, with ``--run-id run_id``."""
     argv = ["run", f"--run-id={run_id}"]
     for dest, value in vars(args).items():
-        if dest in ("command", "teamfile", "detach", "run_id") or value is None or value is False:
+        if dest in ("command", "teamfile", "detach", "tui", "run_id") or value is None or value is False:
             continue
         flag = "--" + dest.replace("_", "-")
         argv.append(flag if value is True else f"{flag}={value}")
@@ -459,7 +540,7 @@ def _echo(text: str) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    """``ls``, ``show``, ``send`` and ``stop``: the store and the mailbox, imported only now."""
+    """``ls``, ``show``, ``send``, ``stop`` and ``answer``: the store and the mailbox, imported only now."""
     from . import home, runs
     from .store import StoreError
 
@@ -479,6 +560,11 @@ def _inspect(args: argparse.Namespace) -> int:
                     f"teamrt: note: run {args.run!r} is {status}; the message waits in the mailbox",
                     file=sys.stderr,
                 )
+        elif args.command == "answer":
+            msg = runs.answer(run_dir, args.run, args.ask, args.verdict == "allow", args.reason)
+            print(
+                f"sent {args.verdict} for {args.ask} to the supervisor of run {args.run} (message {msg.id})"
+            )
         else:
             msg, created = runs.stop(run_dir, args.run, args.agent)
             what = f"agent {args.agent}" if args.agent else "the run"

@@ -33,7 +33,7 @@ def format_event(event: EventRecord, started: float) -> str:
         f"{f'+{max(0.0, event.at - started):.1f}s':>8}  {event.agent or 'run':<{AGENT_WIDTH}}"
         f"  {event.kind:<{KIND_WIDTH}}"
     )
-    line = f"{head}  {_summary(event.kind, event.data)}".rstrip()
+    line = f"{head}  {describe_event(event)}".rstrip()
     return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 3] + "..."
 
 
@@ -109,8 +109,9 @@ def _wait_for_store(run_dir: Path, run_id: str) -> None:
 # -- one event's summary -------------------------------------------------------------
 
 
-def _summary(kind: str, data: dict[str, Any]) -> str:
-    return _SUMMARIES.get(kind, _pairs)(data)
+def describe_event(event: EventRecord) -> str:
+    """What the event says, on one line (without its time, agent and kind)."""
+    return _SUMMARIES.get(event.kind, _pairs)(event.data)
 
 
 def _status(data: dict[str, Any]) -> str:
@@ -155,7 +156,26 @@ def _control(data: dict[str, Any]) -> str:
     if isinstance(request, dict) and request.get("action") == "stop":
         what = f"agent {_text(request['agent'])}" if request.get("agent") else "the run"
         return f"{sender}: stop {what}"
+    if isinstance(request, dict) and request.get("action") == "answer":
+        verb = "allow" if request.get("allow") is True else "deny" if request.get("allow") is False else "?"
+        said = f": {_text(request['reason'])}" if request.get("reason") else ""
+        return f"{sender}: {verb} {_text(request.get('ask', '?'))}{said}"
     return f"{sender}: {_pairs(request) if isinstance(request, dict) else _text(request)}"
+
+
+def _ask(data: dict[str, Any]) -> str:
+    tool_input = data.get("input")
+    call = runs.describe_call(
+        _text(data.get("tool", "?")), tool_input if isinstance(tool_input, dict) else {}
+    )
+    wait = data.get("wait_s")
+    waits = f"; waits {wait:g}s for an answer" if isinstance(wait, int | float) and wait > 0 else ""
+    return f"{_text(data.get('id', '?'))} {call} ({_text(data.get('reason', '?'))}){waits}"
+
+
+def _answered(data: dict[str, Any]) -> str:
+    how = "allowed" if data.get("allowed") else "denied"
+    return f"{_text(data.get('id', '?'))} {how} by {_text(data.get('by', '?'))}"
 
 
 def _task(data: dict[str, Any]) -> str:
@@ -180,6 +200,8 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "task.claimed": _task,
     "task.updated": _task,
     "control": _control,
+    "ask": _ask,
+    "ask.answered": _answered,
     **{f"agent.{end}": _ended for end in ("done", "failed", "stopped")},
     **{f"merge.{status}": _merge for status in MERGE_STATUSES},
 }

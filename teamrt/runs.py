@@ -1,4 +1,4 @@
-"""What ``teamrt ls``, ``show``, ``send`` and ``stop`` do: read runs from their stores, act by mail.
+"""What ``teamrt ls``, ``show``, ``send``, ``stop`` and ``answer`` do: read runs' stores, act by mail.
 
 Reads go through the store's read-only reader; the only writes are mail
 (DESIGN.md, Data flow 6: an onlooker acts by sending mail). A run recorded
@@ -20,8 +20,10 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from .mailbox import Mailbox, Message, is_name
 from .mailbox.message import preview
+from .runtime.asking import ANSWERED, ASK
 from .store import (
     AgentRecord,
+    EventRecord,
     MergeRecord,
     RunNotFound,
     RunRecord,
@@ -44,6 +46,9 @@ SUMMARY_CHARS = 80
 TASK_CHARS = 50
 SHOWN_LINES = 6  # of an answer or a task in ``show``
 LINE_CHARS = 160
+ARGUMENT_CHARS = 60  # of a call's argument in ``describe_call``
+ARGUMENT_KEYS = ("command", "file_path", "path", "pattern", "to", "agent", "subject", "task_id", "kind")
+"""The input that says what a call is about, by the first key present."""
 
 
 class RunsError(Exception):
@@ -67,8 +72,13 @@ def reading(run_dir: Path, run_id: str) -> Iterator[StoreReader]:
         finally:
             reader.close()
     except SQLAlchemyError as e:
-        reason = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else type(e).__name__
-        raise RunsError(f"cannot read the store of run {run_id!r}: {reason}") from None
+        raise unreadable(run_id, e) from None
+
+
+def unreadable(run_id: str, e: SQLAlchemyError) -> RunsError:
+    """A database error met reading a run's store, said in one line."""
+    reason = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else type(e).__name__
+    return RunsError(f"cannot read the store of run {run_id!r}: {reason}")
 
 
 # -- ls ------------------------------------------------------------------------
@@ -152,6 +162,7 @@ def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[st
         turns = {a.name: reader.turns(a.name) for a in agents}
         tasks = reader.tasks()
         merges = reader.merges()
+        asks = pending_asks(reader)
     status = run_status(run)
     lines = _header(run, status, now)
     tree = agent_tree(agents)
@@ -164,7 +175,18 @@ def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[st
         lines += [f"    {line}" for line in _first_lines(text)]
     if tasks:
         lines += ["", "tasks", *_task_table(tasks)]
-    return lines + _worktree_lines(run, agents, merges)
+    return lines + _ask_lines(run, status, asks) + _worktree_lines(run, agents, merges)
+
+
+def _ask_lines(run: RunRecord, status: str, asks: list[PendingAsk]) -> list[str]:
+    if not asks:
+        return []
+    if status == CRASHED:
+        head = f"asks unanswered when the run crashed (teamrt resume {run.id} closes them)"
+    else:
+        head = f"asks waiting (answer with: teamrt answer {run.id} ASK allow|deny)"
+    rows = [("ASK", "AGENT", "CALL")] + [(a.id, a.agent, describe_call(a.tool, a.input)) for a in asks]
+    return ["", head, *(f"  {line}" for line in table(rows))]
 
 
 def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[MergeRecord]) -> list[str]:
@@ -326,6 +348,99 @@ def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Message, bool]:
             data={"action": "stop", "agent": agent},
         )
     return msg, created
+
+
+# -- permission asks ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAsk:
+    """A permission ask no one has answered yet: ``agent`` wants to call ``tool`` with ``input``."""
+
+    id: str
+    agent: str
+    tool: str
+    input: dict[str, Any]
+    reason: str
+    """Why the call needs approval (the rule or the mode that asks)."""
+    at: float
+    """When it was asked (seconds since the epoch)."""
+    wait_s: float = 0.0
+    """How long it waits for a person from ``at`` before the run's policy answers."""
+
+
+def pending_asks(reader: StoreReader) -> list[PendingAsk]:
+    """The run's asks with no answer yet, oldest first (of a crashed run: those the crash left)."""
+    events = reader.events(kinds=(ASK, ANSWERED))
+    answered = {e.data.get("id") for e in events if e.kind == ANSWERED}
+    return [_pending(e) for e in events if e.kind == ASK and e.data.get("id") not in answered]
+
+
+def _pending(event: EventRecord) -> PendingAsk:
+    data = event.data
+    tool_input = data.get("input")
+    wait = data.get("wait_s")
+    return PendingAsk(
+        id=str(data.get("id")),
+        agent=event.agent or "?",
+        tool=str(data.get("tool", "?")),
+        input=tool_input if isinstance(tool_input, dict) else {},
+        reason=str(data.get("reason", "")),
+        at=event.at,
+        wait_s=float(wait) if isinstance(wait, int | float) else 0.0,
+    )
+
+
+def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | None = None) -> Message:
+    """Answer the waiting ask ``ask_id`` by a ``control`` message to the run's supervisor, as the user.
+
+    Refused unless the run is live and the ask waits. The answer counts only if
+    it reaches the supervisor before the ask's wait runs out (then the run's
+    policy has answered, and the ``ask.answered`` event says so).
+    """
+    with reading(run_dir, run_id) as reader:
+        run = reader.run()
+        events = reader.events(kinds=(ASK, ANSWERED))
+    status = run_status(run)
+    if status == CRASHED:
+        raise RunsError(f"run {run_id!r} crashed; resume it with teamrt resume {run_id}")
+    if status != "running":
+        raise RunsError(f"run {run_id!r} is {status}; no ask waits for an answer")
+    asked = {e.data.get("id"): e for e in events if e.kind == ASK}
+    done = {e.data.get("id"): e for e in events if e.kind == ANSWERED}
+    if ask_id not in asked:
+        waiting = [str(i) for i in asked if i not in done]
+        said = f"asks waiting: {', '.join(waiting)}" if waiting else "none is waiting"
+        raise RunsError(f"no ask {_clip(ask_id, 40)!r} in run {run_id!r} ({said})")
+    if ask_id in done:
+        verdict = done[ask_id].data
+        how = "allowed" if verdict.get("allowed") else "denied"
+        raise RunsError(
+            f"ask {ask_id!r} of run {run_id!r} was already answered: {how} by {verdict.get('by')}"
+        )
+    reason = " ".join(reason.split()) if reason else None
+    call = describe_call(str(asked[ask_id].data.get("tool", "?")), asked[ask_id].data.get("input") or {})
+    verb = "allow" if allow else "deny"
+    root = run_dir / MAILBOX_DIR
+    with Mailbox(root, run_id) as mailbox:
+        if not (root / SUPERVISOR).is_dir():
+            mailbox.register(SUPERVISOR)
+        return mailbox.post(
+            sender=USER,
+            recipient=SUPERVISOR,
+            kind="control",
+            body=f"{verb} {ask_id} ({asked[ask_id].agent}: {call})" + (f": {reason}" if reason else ""),
+            summary=f"{verb} {ask_id}",
+            data={"action": "answer", "ask": ask_id, "allow": allow, "reason": reason or None},
+        )
+
+
+def describe_call(tool: str, tool_input: dict[str, Any]) -> str:
+    """``bash: python3 -m unittest``: the tool, and the argument that says what the call is about."""
+    key = next((k for k in ARGUMENT_KEYS if k in tool_input), None)
+    if key is None:
+        return tool
+    return f"{tool}: {_clip(' '.join(str(tool_input[key]).split()), ARGUMENT_CHARS)}"
 
 
 def _no_agent(run_id: str, agent: str, names: list[str]) -> str:

@@ -66,6 +66,7 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
         max_agents=20,
         max_concurrent=8,
         on_ask="deny",
+        ask_wait=300.0,
         allow=("Bash(pytest:*)", "Read"),
         deny=("Bash(rm:*)",),
         ask=(),

@@ -19,7 +19,7 @@ def test_activity_follows_an_agent_through_its_turn(tmp_path: Path) -> None:
             agent = store.reader.agent("lead")
             turns = store.reader.turns("lead")
             calls = [c for c in store.reader.tool_calls("lead") if c.status in ("pending", "running")]
-            return activity(agent, turns[-1] if turns else None, calls)
+            return activity(agent, turns[-1].role if turns else None, calls)
 
         await store.add_agent("lead", kind="lead", model="sim")
         seen.append(now())
@@ -50,15 +50,7 @@ def test_activity_follows_an_agent_through_its_turn(tmp_path: Path) -> None:
 
 
 def test_a_long_argument_is_cut_and_a_call_without_one_is_named() -> None:
-    from teamrt.store import ToolCallRecord
-
-    def call(name: str, input: dict[str, object]) -> ToolCallRecord:
-        return ToolCallRecord(
-            id="c", agent="a", turn_id=1, epoch=1, name=name, input=input, read_only=False, status="running",
-            result=None, is_error=False, created_at=0.0, started_at=None, finished_at=None, processes=(),
-        )  # fmt: skip
-
-    long = describe_call(call("write", {"file_path": "x" * 200, "content": "..."}))
+    long = describe_call("write", {"file_path": "x" * 200, "content": "..."})
     assert long.startswith("write: xxx") and long.endswith("...") and len(long) == len("write: ") + 60
-    assert describe_call(call("task_list", {})) == "task_list"
-    assert describe_call(call("send_message", {"to": "reviewer", "body": "hi"})) == "send_message: reviewer"
+    assert describe_call("task_list", {}) == "task_list"
+    assert describe_call("send_message", {"to": "reviewer", "body": "hi"}) == "send_message: reviewer"

@@ -9,6 +9,9 @@
   the row still says queued or merging) is recorded, not repeated.
 - Each agent's worktree is kept if present, else made again from its branch
   (or its base, if it never landed).
+- A permission ask the crash left unanswered is closed (``ask.answered`` by
+  ``resume``, denied), so it does not look pending forever; its call, still
+  pending in the journal, is asked again when its agent goes on.
 
 Mail and tool calls are reconciled per agent by the supervisor: mail already
 ingested is only acknowledged, calls are re-run, answered or reported
@@ -30,6 +33,7 @@ from typing import Any
 from ..procs import is_running, kill_group
 from ..store import EventRecord, Store, ToolCallRecord
 from ..worktree import Worktrees
+from .asking import ANSWERED, ASK
 
 ENDED = ("done", "failed", "stopped")
 REPEATABLE = (
@@ -41,6 +45,7 @@ REPEATABLE = (
     "task_update",
 )
 """Team tools a resume completes exactly once instead of reporting them interrupted."""
+UNANSWERED = "the run crashed before the ask was answered; the call is asked again when the agent goes on"
 INTERRUPTED = (
     "interrupted by a crash: teamrt does not know whether this call finished, so it was not run again."
     " Check its effects before you repeat it."
@@ -65,6 +70,16 @@ async def reconcile_git(store: Store, worktrees: Worktrees) -> None:
             await store.set_merge_status(
                 merge.agent, "merged", output="recorded on resume", merged_commit=tip
             )
+
+
+async def close_stale_asks(store: Store, events: Sequence[EventRecord]) -> list[str]:
+    """Close the asks among ``events`` that have no answer (the crash came first); their ids."""
+    answered = {e.data.get("id") for e in events if e.kind == ANSWERED}
+    stale = [e for e in events if e.kind == ASK and e.data.get("id") not in answered]
+    for ask in stale:
+        data = {"id": ask.data.get("id"), "allowed": False, "by": "resume", "reason": UNANSWERED}
+        await store.append_event(ANSWERED, data, agent=ask.agent)
+    return [str(e.data.get("id")) for e in stale]
 
 
 def worktree_base(events: Sequence[EventRecord], agent: str) -> str | None:

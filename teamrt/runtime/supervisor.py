@@ -3,8 +3,9 @@
 It starts the lead, creates children when an agent calls ``spawn_agent``
 (within the team's limits on depth and numbers), gives each start an epoch,
 delivers every child's final answer to its parent (as the tool's result when
-the parent waits, else as a ``result`` mail), answers permission asks by the
-run's policy, and stops the remaining teammates when the lead ends.
+the parent waits, else as a ``result`` mail), takes permission asks (a person
+answers by control mail within the team's ``ask_wait``, else the run's policy),
+and stops the remaining teammates when the lead ends.
 
 Forks: the children of one spawn get the parent's system prompt and tools
 list unchanged, its messages up to and including the spawning assistant
@@ -41,7 +42,7 @@ from ..tools.registry import builtin_tools
 from ..tools.team import describe_tasks, team_tools
 from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Landing, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
-from .asking import policy_asker
+from .asking import HumanAsker
 from .budget import Budget
 from .history import rebuild, unanswered_calls
 from .loop import AgentLoop
@@ -49,6 +50,7 @@ from .resume import (
     ENDED,
     INTERRUPTED,
     REPEATABLE,
+    close_stale_asks,
     delivered,
     has_mail,
     kill_leftovers,
@@ -119,7 +121,7 @@ class Supervisor:
         self._on_text = on_text
         self.worktrees = worktrees
         self.run_budget = Budget("run", team.budget_tokens, team.budget_usd)
-        self.asker = policy_asker(team.on_ask)
+        self.asker = HumanAsker(store, policy=team.on_ask, wait_s=team.ask_wait)
         self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self)}
         self._slots = asyncio.Semaphore(team.max_concurrent)
         self._serial = itertools.count(1)
@@ -148,6 +150,7 @@ class Supervisor:
             usage = reader.run().usage
             self.run_budget.spent_tokens, self.run_budget.spent_usd = usage.total_tokens, usage.cost_usd
             events = reader.events()  # read once: what each agent's restore looks up
+            await close_stale_asks(self.store, events)  # their calls are asked again as the agents go on
             for record in reader.agents():
                 await self._restore(record, events)
             for workspace in {m.loop.env.tools.workspace for m in self.members.values()}:
@@ -190,15 +193,22 @@ class Supervisor:
             self.mailbox.close()
 
     async def _control(self) -> None:
-        """Act on control mail to ``supervisor`` (``teamrt stop``)."""
+        """Act on control mail to ``supervisor``: ``teamrt stop`` and ``teamrt answer``. Each message is
+        recorded; one that asks for nothing possible (an answer to an ask not waiting) does nothing."""
         async with Inbox(self.mailbox, SUPERVISOR, watcher=self.watcher) as inbox:
             async for msg in inbox:
                 await self.store.append_event("control", {"from": msg.sender, "data": msg.data})
-                if msg.kind == "control" and msg.data.get("action") == "stop":
+                action = msg.data.get("action") if msg.kind == "control" else None
+                if action == "stop":
                     target = msg.data.get("agent")
                     for member in self.members.values():
                         if target in (None, member.name) and not member.done.done():
                             self._stop(member, f"stopped by {msg.sender}")
+                elif action == "answer":
+                    ask, allow, reason = msg.data.get("ask"), msg.data.get("allow"), msg.data.get("reason")
+                    if isinstance(ask, str) and isinstance(allow, bool):
+                        text = reason.strip() if isinstance(reason, str) else None
+                        self.asker.answer(ask, allow, by=msg.sender, reason=text or None)
                 inbox.ack(msg)
 
     def _stop(self, member: Member, reason: str) -> None:

@@ -8,6 +8,8 @@ lead alone on ``sim``. A full example::
     model = "sim"                 # every role's model unless it names one (default "sim")
     prompt = "Survey this repository and write REPORT.md"   # the default task; --prompt overrides it
     on_ask = "deny"               # who answers a permission ask no human answers: deny | allow
+    ask_wait = 300                # seconds a human may take to answer an ask (teamrt answer) before
+                                  # on_ask does (default 0: on_ask answers at once)
     budget_usd = 2.0              # the whole run
     budget_tokens = 2_000_000
     max_depth = 3                 # 1..3: how deep spawning nests below the lead (default 3)
@@ -73,6 +75,7 @@ TEAM_KEYS = (
     "model",
     "prompt",
     "on_ask",
+    "ask_wait",
     "budget_tokens",
     "budget_usd",
     "max_depth",
@@ -116,6 +119,8 @@ class TeamFile:
     max_agents: int = 20
     max_concurrent: int = 8
     on_ask: str = "deny"
+    ask_wait: float = 0.0
+    """Seconds a permission ask waits for a human's answer before ``on_ask`` answers it."""
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     ask: tuple[str, ...] = ()
@@ -158,6 +163,7 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
     settings: dict[str, Any] = {
         "prompt": team.text("prompt", multiline=True),
         "on_ask": team.choice("on_ask", ON_ASK),
+        "ask_wait": team.seconds("ask_wait"),
         "budget_tokens": team.count("budget_tokens"),
         "budget_usd": team.dollars("budget_usd"),
         "max_depth": team.count("max_depth", most=MAX_DEPTH),
@@ -298,6 +304,14 @@ class _Table:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise self._wrong(key, "a positive number of dollars")
+        return float(value)
+
+    def seconds(self, key: str) -> float | None:
+        value = self.values.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise self._wrong(key, "a number of seconds, 0 or more")
         return float(value)
 
     def texts(self, key: str) -> tuple[str, ...] | None:

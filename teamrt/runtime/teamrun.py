@@ -55,19 +55,24 @@ async def run_team_file(
     project: Path,
     on_notice: Notice | None = None,
     run_id: str | None = None,
+    ask_wait: float | None = None,
 ) -> RunSummary:
-    """Run the team of ``path`` on ``prompt`` (default: the file's); ``model`` replaces every role's model."""
-    team, task = team_from_file(path, prompt=prompt, model=model, project=project)
+    """Run the team of ``path`` on ``prompt`` (default: the file's); ``model`` replaces every role's model,
+    ``ask_wait`` the file's ``ask_wait``."""
+    team, task = team_from_file(path, prompt=prompt, model=model, project=project, ask_wait=ask_wait)
     return await run_team(
         team, task, project=project, definitions=load_definitions(project), on_notice=on_notice, run_id=run_id
     )
 
 
 def team_from_file(
-    path: Path, *, prompt: str | None, model: str | None, project: Path
+    path: Path, *, prompt: str | None, model: str | None, project: Path, ask_wait: float | None = None
 ) -> tuple[TeamFile, str]:
-    """The team of ``path`` (``model`` replacing every role's) and its task; raises on a user's mistake."""
+    """The team of ``path`` (``model`` replacing every role's, ``ask_wait`` the file's) and its task;
+    raises on a user's mistake."""
     team = load_team_file(path, project=project)
+    if ask_wait is not None:
+        team = dataclasses.replace(team, ask_wait=ask_wait)
     if model is not None:
         team = dataclasses.replace(
             team,
@@ -82,8 +87,8 @@ def team_from_file(
 
 
 def single_team(
-    agent: str, *, model: str, project: Path, on_ask: str = "deny", max_turns: int | None = None,
-    budget_tokens: int | None = None, budget_usd: float | None = None,
+    agent: str, *, model: str, project: Path, on_ask: str = "deny", ask_wait: float = 0.0,
+    max_turns: int | None = None, budget_tokens: int | None = None, budget_usd: float | None = None,
 ) -> tuple[TeamFile, dict[str, AgentDefinition]]:  # fmt: skip
     """The team of ``teamrt run --prompt``: the agent ``agent`` as a lead with no roles."""
     definitions = load_definitions(project)
@@ -91,7 +96,7 @@ def single_team(
         raise UnknownAgent(f"no agent named {agent!r}; known: {', '.join(sorted(definitions))}")
     lead = RoleSpec("lead", agent, None, None, None, max_turns, None)
     team = TeamFile(
-        path=project, name=agent, lead=lead, model=model, on_ask=on_ask,
+        path=project, name=agent, lead=lead, model=model, on_ask=on_ask, ask_wait=ask_wait,
         budget_tokens=budget_tokens, budget_usd=budget_usd,
     )  # fmt: skip
     return team, definitions
@@ -119,6 +124,7 @@ async def run_single(
     model: str,
     project: Path,
     on_ask: str = "deny",
+    ask_wait: float = 0.0,
     max_turns: int | None = None,
     budget_tokens: int | None = None,
     budget_usd: float | None = None,
@@ -130,7 +136,7 @@ async def run_single(
     ``model`` decides: an agent file's model never turns the offline default into Claude.
     """
     team, definitions = single_team(
-        agent, model=model, project=project, on_ask=on_ask, max_turns=max_turns,
+        agent, model=model, project=project, on_ask=on_ask, ask_wait=ask_wait, max_turns=max_turns,
         budget_tokens=budget_tokens, budget_usd=budget_usd,
     )  # fmt: skip
     return await run_team(

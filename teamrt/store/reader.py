@@ -95,10 +95,21 @@ class StoreReader:
             by_call.setdefault(p._mapping["call_id"], []).append(p)
         return [t.tool_call_record(c, by_call.get(c._mapping["id"], [])) for c in calls]
 
-    def mail(self, agent: str | None = None) -> list[MailRecord]:
+    def turn_heads(self, after_id: int = 0) -> list[tuple[int, str, str, float]]:
+        """``(id, agent, role, created_at)`` of every turn after ``after_id``, without its content:
+        what a watcher needs to count turns and see whose turn is whose, cheaply."""
+        c = t.turns.c
+        query = select(c.id, c.agent, c.role, c.created_at).where(c.run_id == self.run_id, c.id > after_id)
+        with self._read() as conn:
+            return [(r[0], r[1], r[2], r[3]) for r in conn.execute(query.order_by(c.id)).all()]
+
+    def mail(self, agent: str | None = None, *, sender: str | None = None) -> list[MailRecord]:
+        """Ingested mail, to ``agent`` and/or from ``sender`` when given."""
         query = select(t.mail).where(t.mail.c.run_id == self.run_id)
         if agent is not None:
             query = query.where(t.mail.c.agent == agent)
+        if sender is not None:
+            query = query.where(t.mail.c.sender == sender)
         with self._read() as conn:
             rows = conn.execute(query.order_by(t.mail.c.turn_id, t.mail.c.id)).all()
         return [t.mail_record(r) for r in rows]
@@ -131,16 +142,29 @@ class StoreReader:
         with self._read() as conn:
             return [t.merge_record(r) for r in conn.execute(query).all()]
 
-    def events(self, after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
+    def events(
+        self, after_id: int = 0, limit: int | None = None, kinds: Collection[str] = ()
+    ) -> list[EventRecord]:
+        """Events after ``after_id`` in the order they were kept; ``kinds``: only these (default: all)."""
+        query = select(t.events).where(t.events.c.run_id == self.run_id, t.events.c.id > after_id)
+        if kinds:
+            query = query.where(t.events.c.kind.in_(kinds))
+        query = query.order_by(t.events.c.id).limit(limit)
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return [t.event_record(r) for r in rows]
+
+    def last_events(self, limit: int) -> list[EventRecord]:
+        """The newest ``limit`` events, oldest first."""
         query = (
             select(t.events)
-            .where(t.events.c.run_id == self.run_id, t.events.c.id > after_id)
-            .order_by(t.events.c.id)
+            .where(t.events.c.run_id == self.run_id)
+            .order_by(t.events.c.id.desc())
             .limit(limit)
         )
         with self._read() as conn:
             rows = conn.execute(query).all()
-        return [t.event_record(r) for r in rows]
+        return [t.event_record(r) for r in reversed(rows)]
 
 
 def open_reader(run_dir: Path, run: str) -> StoreReader:

@@ -6,43 +6,45 @@
     merging                       its branch is in the merge queue
     done: merged onto ...         ended, with the reason
 
-Read-only and cheap: the agent's record, its last turn and its calls still
+Read-only and cheap: the agent's record, the role of its last turn and its calls still
 running, which the TUI reads in a worker thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ..store import AgentRecord, ToolCallRecord, TurnRecord
+from ..store import AgentRecord, ToolCallRecord
 
 ARGUMENT_CHARS = 60
 ARGUMENT_KEYS = ("command", "file_path", "pattern", "to", "subject", "task_id", "kind")
 """The input that names what a call is about, by the first key present."""
 
 
-def activity(agent: AgentRecord, last_turn: TurnRecord | None, calls: Sequence[ToolCallRecord]) -> str:
-    """``agent``'s activity; ``calls``: its tool calls of the last turn not yet finished."""
+def activity(agent: AgentRecord, last_role: str | None, calls: Sequence[ToolCallRecord]) -> str:
+    """``agent``'s activity; ``last_role``: the role of its last kept turn (None: it has none);
+    ``calls``: its tool calls not yet finished."""
     if agent.status in ("done", "failed", "stopped"):
         return agent.status + (f": {agent.status_reason}" if agent.status_reason else "")
     if agent.status == "idle":
         return "waiting for mail"
     if agent.status == "merging":
         return "merging"
-    if agent.status == "pending" or last_turn is None:
+    if agent.status == "pending" or last_role is None:
         return "starting"
     running = [c for c in calls if c.status == "running"] or [c for c in calls if c.status == "pending"]
-    if last_turn.role == "assistant" and running:
-        return describe_call(running[0])
+    if last_role == "assistant" and running:
+        return describe_call(running[0].name, running[0].input)
     return "thinking"
 
 
-def describe_call(call: ToolCallRecord) -> str:
+def describe_call(name: str, input: Mapping[str, Any]) -> str:
     """``bash: python3 -m unittest``: the tool, and the argument that says what it is about."""
-    key = next((k for k in ARGUMENT_KEYS if k in call.input), None)
+    key = next((k for k in ARGUMENT_KEYS if k in input), None)
     if key is None:
-        return call.name
-    argument = " ".join(str(call.input[key]).split())
+        return name
+    argument = " ".join(str(input[key]).split())
     if len(argument) > ARGUMENT_CHARS:
         argument = argument[: ARGUMENT_CHARS - 3] + "..."
-    return f"{call.name}: {argument}"
+    return f"{name}: {argument}"

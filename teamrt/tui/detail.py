@@ -1,0 +1,197 @@
+"""The selected agent, in full: its transcript, its mail and its worktree. No Textual here.
+
+The transcript comes from the store's turns, with tool calls and their
+results folded to a line each (``more`` keeps the whole text), then the text
+the model is writing now, from the tail of ``runs/<run>/stream/<agent>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..mailbox.message import preview
+from ..runtime.stream import STREAM_DIR
+from ..store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
+from .activity import describe_call
+
+STREAM_TAIL_BYTES = 8192
+PREVIEW_CHARS = 100
+DIFF_EVERY_S = 2.0  # a worktree's diff stat is asked of git at most this often
+GIT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of a transcript. ``kind``: user, assistant, call, result, error, compaction, streaming."""
+
+    kind: str
+    text: str
+    more: str = ""  # the folded rest (a call's whole input, a result's whole text)
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    """One message in an inbox or outbox."""
+
+    peer: str  # the sender (inbox) or the recipient (outbox)
+    kind: str
+    summary: str
+    at: float | None  # when it was taken in; None: not read yet
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDetail:
+    name: str
+    kind: str
+    status: str
+    status_reason: str | None
+    transcript: tuple[Line, ...]
+    inbox: tuple[Letter, ...]
+    outbox: tuple[Letter, ...]
+    workspace: str | None
+    branch: str | None
+    diff_stat: str  # ``git diff --stat`` against where the branch left the integration branch
+
+
+class DetailReader:
+    """Reads one agent's detail; keeps the turns already read, since turns never change."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._turns: dict[str, list[TurnRecord]] = {}
+        self._diffs: dict[str, tuple[float, str]] = {}
+
+    def read(self, reader: StoreReader, agent: AgentRecord, run: RunRecord) -> AgentDetail:
+        turns = self._turns.setdefault(agent.name, [])
+        turns += reader.turns(agent.name, after_seq=turns[-1].seq if turns else 0)
+        lines = transcript(turns)
+        if turns and turns[-1].role != "assistant" and agent.status == "running":
+            now = streaming_now(self.run_dir, agent.name)
+            if now:
+                lines.append(Line("streaming", now))
+        return AgentDetail(
+            name=agent.name,
+            kind=agent.kind,
+            status=agent.status,
+            status_reason=agent.status_reason,
+            transcript=tuple(lines),
+            inbox=tuple(_letters(reader.mail(agent.name), inbox=True) + self._unread(agent.name)),
+            outbox=tuple(_letters(reader.mail(sender=agent.name), inbox=False)),
+            workspace=agent.workspace,
+            branch=agent.branch,
+            diff_stat=self._diff_stat(agent, run),
+        )
+
+    def _unread(self, agent: str) -> list[Letter]:
+        """Mail delivered to the agent that it has not taken in yet (its maildir's ``new/``)."""
+        letters = []
+        try:
+            entries = sorted(os.scandir(self.run_dir / "mailbox" / agent / "new"), key=lambda e: e.name)
+        except OSError:
+            return []
+        for entry in entries:
+            try:
+                data = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                letters.append(
+                    Letter(str(data.get("from", "?")), str(data.get("kind", "?")), _summary(data), None)
+                )
+        return letters
+
+    def _diff_stat(self, agent: AgentRecord, run: RunRecord) -> str:
+        if agent.kind != "worktree" or not agent.workspace:
+            return ""
+        at, stat = self._diffs.get(agent.name, (0.0, ""))
+        if time.monotonic() - at >= DIFF_EVERY_S:
+            stat = diff_stat(Path(agent.workspace), str(run.settings.get("integration_branch", "")))
+            self._diffs[agent.name] = (time.monotonic(), stat)
+        return stat
+
+
+def transcript(turns: list[TurnRecord]) -> list[Line]:
+    lines: list[Line] = []
+    for turn in turns:
+        for block in turn.content:
+            if isinstance(block, dict):
+                lines += _block_lines(turn.role, block)
+    return lines
+
+
+def _block_lines(role: str, block: dict[str, Any]) -> list[Line]:
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        text = block["text"].strip()
+        return [
+            Line("compaction" if role == "compaction" else role, t) for t in text.splitlines() if t.strip()
+        ]
+    if kind == "tool_use":
+        args = block.get("input")
+        args = args if isinstance(args, dict) else {}
+        shown = describe_call(str(block.get("name", "?")), args)
+        return [Line("call", shown, json.dumps(args, indent=2, ensure_ascii=False))]
+    if kind == "tool_result":
+        text = _result_text(block.get("content"))
+        body = text.strip().splitlines()
+        first = preview(body[0], PREVIEW_CHARS) if body else "(no output)"
+        said = f"{len(body)} lines: {first}" if len(body) > 1 else first
+        return [Line("error" if block.get("is_error") else "result", said, text)]
+    return []
+
+
+def _result_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        return "\n".join(str(p) for p in parts)
+    return ""
+
+
+def streaming_now(run_dir: Path, agent: str) -> str:
+    """What the model is writing now: the stream file's last line, when it is not finished."""
+    path = run_dir / STREAM_DIR / agent
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - STREAM_TAIL_BYTES))
+            tail = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    if tail.endswith("\n"):
+        return ""
+    return tail.rsplit("\n", 1)[-1]
+
+
+def diff_stat(workspace: Path, integration_branch: str) -> str:
+    """``git diff --stat`` of the worktree (committed and not) against its fork point, or why not."""
+    if not workspace.is_dir():
+        return "(worktree removed)"
+    git = ["git", "-C", str(workspace)]
+    try:
+        base = subprocess.run(
+            [*git, "merge-base", "HEAD", integration_branch],
+            capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False,
+        ).stdout.strip()  # fmt: skip
+        done = subprocess.run(
+            [*git, "diff", "--stat", base or "HEAD"],
+            capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"(git: {e})"
+    return done.stdout.rstrip() or done.stderr.strip() or "(no changes)"
+
+
+def _letters(mail: list[MailRecord], *, inbox: bool) -> list[Letter]:
+    return [Letter(m.sender if inbox else m.agent, m.kind, _summary(m.message), m.ingested_at) for m in mail]
+
+
+def _summary(message: dict[str, Any]) -> str:
+    said = message.get("summary") or message.get("body") or ""
+    return preview(str(said), PREVIEW_CHARS)

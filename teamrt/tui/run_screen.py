@@ -1,0 +1,278 @@
+"""The run view: header totals, the agent tree, the selected agent's detail, tasks and events.
+
+A worker thread owns a ``RunFollower``: it polls SQLite's data version every
+``POLL_S`` and reads the run when something was committed, when the user
+selects another agent, or every ``REREAD_S`` (ages move, and a dead owner
+commits nothing). Each read is posted as one ``StateRead`` message, which
+replaces one still queued: a burst of commits costs one repaint.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from sqlalchemy.exc import SQLAlchemyError
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from ..runs import PendingAsk, RunsError, unreadable
+from ..store import StoreError
+from . import actions
+from .dialogs import ConfirmDialog, MessageDialog
+from .state import RunFollower, RunState
+from .widgets import AgentTable, AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
+
+if TYPE_CHECKING:
+    from .app import TeamApp
+
+POLL_S = 0.05
+REREAD_S = 1.0
+
+
+class StateRead(Message):
+    def __init__(self, state: RunState) -> None:
+        super().__init__()
+        self.state = state
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StateRead)
+
+
+class ReadFailed(Message):
+    def __init__(self, problem: str) -> None:
+        super().__init__()
+        self.problem = problem
+
+
+class RunScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "back"),
+        Binding("m", "message", "message"),
+        Binding("x", "stop", "stop"),
+        Binding("a", "answer(True)", "approve"),
+        Binding("d", "answer(False)", "deny"),
+        Binding("r", "resume", "resume"),
+        Binding("slash", "filter", "filter"),
+        Binding("f", "unfold", "unfold calls"),
+        Binding("question_mark", "app.help", "help"),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    def __init__(self, run_dir: Path, run_id: str) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.state: RunState | None = None
+        self._selected: str | None = None
+        self._wake = threading.Event()
+        self._filter = ""
+        self._unfolded = False
+        self._shown_agent: str | None = None
+
+    @property
+    def team_app(self) -> TeamApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Totals(id="totals")
+        yield Input(
+            placeholder="filter agents by name, role, status or activity", id="filter", classes="hidden"
+        )
+        yield AgentTable(id="agents")
+        with Horizontal(id="bottom"):
+            with Vertical(id="detail"):
+                yield AgentTitle(id="agent-title")
+                yield from self._tabs()
+            with Vertical(id="side"):
+                yield TaskTable(id="tasks")
+                yield EventLog(id="events")
+        yield Footer()
+
+    def _tabs(self) -> ComposeResult:
+        with TabbedContent(id="tabs"):
+            with TabPane("transcript", id="tab-transcript"), VerticalScroll(id="transcript-scroll"):
+                yield Transcript(id="transcript")
+            with TabPane("mail", id="tab-mail"), VerticalScroll():
+                yield MailView(id="mail")
+            with TabPane("worktree", id="tab-worktree"), VerticalScroll():
+                yield WorktreeView(id="worktree")
+
+    def on_mount(self) -> None:
+        self.query_one(AgentTable).focus()
+        self._follow()
+
+    # -- reading ---------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="follow")
+    def _follow(self) -> None:
+        worker = get_current_worker()
+        follower: RunFollower | None = None
+        try:
+            follower = RunFollower(self.run_dir, self.run_id)
+            last = 0.0
+            while not worker.is_cancelled:
+                woken = self._wake.is_set()
+                if woken or follower.changed() or time.monotonic() - last >= REREAD_S:
+                    self._wake.clear()
+                    last = time.monotonic()
+                    self.post_message(StateRead(follower.read(self._selected)))
+                self._wake.wait(POLL_S)
+        except SQLAlchemyError as e:
+            self.post_message(ReadFailed(str(unreadable(self.run_id, e))))
+        except (StoreError, RunsError, OSError, sqlite3.Error) as e:
+            self.post_message(ReadFailed(str(e)))
+        finally:
+            if follower is not None:
+                follower.close()
+
+    def on_read_failed(self, message: ReadFailed) -> None:
+        self.query_one(Totals).update(f"[b red]cannot read run {self.run_id}:[/] {message.problem}")
+
+    def on_state_read(self, message: StateRead) -> None:
+        self.state = message.state
+        self._show(message.state)
+
+    def _show(self, state: RunState) -> None:
+        now = self.team_app.clock()
+        self.query_one(Totals).show(state, now)
+        table = self.query_one(AgentTable)
+        rows = [r for r in state.agents if _matches(self._filter, r.name, r.role, r.status, r.activity)]
+        changed = table.apply(rows)
+        self.team_app.trace(changed)
+        if self._selected != table.selected:
+            self._select(table.selected)
+        detail = state.detail if state.detail and state.detail.name == self._selected else None
+        asks = [a for a in state.asks if a.agent == self._selected]
+        scroll = self.query_one("#transcript-scroll", VerticalScroll)
+        follow = scroll.scroll_y >= scroll.max_scroll_y or self._shown_agent != self._selected
+        self._shown_agent = self._selected
+        self.query_one(AgentTitle).show(detail)
+        self.query_one(Transcript).show(detail, asks, unfolded=self._unfolded)
+        if follow:  # the user had not scrolled up: keep the newest in view
+            self.call_after_refresh(scroll.scroll_end, animate=False)
+        self.query_one(MailView).show(detail, now)
+        self.query_one(WorktreeView).show(detail, state.merges)
+        self.query_one(TaskTable).show(state.tasks)
+        self.query_one(EventLog).show(state)
+
+    def _select(self, name: str | None) -> None:
+        self._selected = name
+        self._wake.set()
+
+    @on(DataTable.RowHighlighted, "#agents")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        name = event.row_key.value
+        if name != self._selected:
+            self._select(name)
+
+    @on(DataTable.RowSelected, "#agents")
+    def _open(self) -> None:
+        self.toggle_class("-agent-only")
+
+    # -- actions -----------------------------------------------------------------
+
+    def action_back(self) -> None:
+        if self.has_class("-agent-only"):
+            self.remove_class("-agent-only")
+        elif not self.query_one("#filter").has_class("hidden"):
+            self._close_filter(clear=True)
+        else:
+            self.team_app.open_runs()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._filter = event.value.strip().lower()
+        if self.state is not None:
+            self._show(self.state)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self) -> None:
+        self._close_filter(clear=False)
+
+    def _close_filter(self, *, clear: bool) -> None:
+        box = self.query_one("#filter", Input)
+        if clear:
+            box.value = ""
+        if not box.value:
+            box.add_class("hidden")
+        self.query_one(AgentTable).focus()
+
+    def action_unfold(self) -> None:
+        self._unfolded = not self._unfolded
+        if self.state is not None:
+            self._show(self.state)
+
+    def action_message(self) -> None:
+        agent = self._selected
+        if agent is None:
+            self.notify("no agent selected", severity="warning")
+            return
+
+        def send(text: str | None) -> None:
+            if text:
+                self._act(lambda: actions.message(self.run_dir, self.run_id, agent, text))
+
+        self.app.push_screen(MessageDialog(agent, blink=self.team_app.blink), send)
+
+    def action_stop(self) -> None:
+        agent = self._selected
+        if agent is None:
+            self.notify("no agent selected", severity="warning")
+            return
+
+        def stop(yes: bool | None) -> None:
+            if yes:
+                self._act(lambda: actions.stop(self.run_dir, self.run_id, agent))
+
+        self.app.push_screen(ConfirmDialog(f"Stop agent [b]{agent}[/b] of run {self.run_id}?"), stop)
+
+    def action_answer(self, allow: bool) -> None:
+        ask = self._ask()
+        if ask is None:
+            self.notify("no permission ask is waiting", severity="warning")
+            return
+        self._act(lambda: actions.answer(self.run_dir, self.run_id, ask, allow))
+
+    def _ask(self) -> PendingAsk | None:
+        """The selected agent's oldest waiting ask, else the run's oldest."""
+        asks = self.state.asks if self.state else ()
+        return next((a for a in asks if a.agent == self._selected), asks[0] if asks else None)
+
+    def action_resume(self) -> None:
+        status = self.state.status if self.state else "unknown"
+        if status != "crashed":
+            self.notify(
+                f"run {self.run_id} is {status}; only a crashed run can be resumed", severity="warning"
+            )
+            return
+        self.notify(f"starting teamrt resume {self.run_id} --detach ...")
+        self._act(lambda: actions.resume(self.run_id))
+
+    @work(thread=True, group="actions")
+    def _act(self, do: actions.Action) -> None:
+        try:
+            said = do()
+        except actions.ActionFailed as e:
+            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
+        else:
+            self.app.call_from_thread(self.notify, said)
+        self._wake.set()
+
+
+def _matches(query: str, *fields: str) -> bool:
+    return not query or any(query in f.lower() for f in fields)

@@ -1,0 +1,160 @@
+"""The runs list: every run under the teamrt home, newest first, read again every ``REREAD_S``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+from textual.worker import get_current_worker
+
+from ..runs import RunSummary, age_text, list_runs
+from . import actions
+from .look import cost_text, status_text, tokens_text
+from .widgets import KeyTable
+
+if TYPE_CHECKING:
+    from .app import TeamApp
+
+REREAD_S = 1.0
+TASK_CHARS = 60
+COLUMNS = ("run", "status", "age", "agents", "cost", "tokens", "task")
+
+
+def _cells(s: RunSummary, now: float) -> tuple[Text | str, ...]:
+    task = s.problem or (s.task.strip().splitlines() or [""])[0]
+    return (
+        s.id,
+        status_text(s.status),
+        age_text(now - s.started),
+        f"{s.agents}, {s.running} running" if s.running else str(s.agents or ""),
+        Text(cost_text(s.usage.cost_usd) if not s.problem else "", justify="right"),
+        Text(tokens_text(s.usage.total_tokens) if not s.problem else "", justify="right"),
+        Text(task[:TASK_CHARS], style="red" if s.problem else ""),
+    )
+
+
+class RunsRead(Message):
+    def __init__(self, runs: list[RunSummary]) -> None:
+        super().__init__()
+        self.runs = runs
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RunsRead)
+
+
+class RunsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "open", show=True, priority=False),
+        Binding("r", "resume", "resume"),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+        Binding("question_mark", "app.help", "help"),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[RunSummary] = []
+        self._filter = ""
+
+    @property
+    def team_app(self) -> TeamApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="runs-title")
+        yield Input(placeholder="filter runs by id, status or task", id="filter", classes="hidden")
+        yield KeyTable(id="runs", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#runs", KeyTable).focus()
+        self._read()
+
+    @work(thread=True, exclusive=True, group="runs")
+    def _read(self) -> None:
+        worker = get_current_worker()
+        while not worker.is_cancelled:
+            self.post_message(RunsRead(list_runs(self.team_app.runs_dir)))
+            self.team_app.rereads.wait(REREAD_S)
+            self.team_app.rereads.clear()
+
+    def on_runs_read(self, message: RunsRead) -> None:
+        self.runs = message.runs
+        self._show()
+
+    def _show(self) -> None:
+        table = self.query_one("#runs", KeyTable)
+        selected = table.cursor_key
+        now = self.team_app.clock()
+        shown = [
+            s for s in self.runs if not self._filter or self._filter in f"{s.id} {s.status} {s.task}".lower()
+        ]
+        table.fill(COLUMNS, [(s.id, _cells(s, now)) for s in shown], {})
+        table.keep_cursor_on(selected, [s.id for s in shown])
+        title = f"[b]teamrt[/b]  {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        if not self.runs:
+            where = self.team_app.runs_dir
+            title += f"\n\nno runs yet in {where}; start one with: teamrt run TEAMFILE --tui, or teamrt demo"
+        self.query_one("#runs-title", Static).update(title)
+
+    def _selected(self) -> str | None:
+        return self.query_one("#runs", KeyTable).cursor_key
+
+    @on(DataTable.RowSelected, "#runs")
+    def _row_selected(self) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        run = self._selected()
+        if run is not None:
+            self.team_app.open_run(run)
+
+    def action_resume(self) -> None:
+        run = self._selected()
+        summary = next((s for s in self.runs if s.id == run), None)
+        if summary is None:
+            return
+        if summary.status != "crashed":
+            self.notify(
+                f"run {run} is {summary.status}; only a crashed run can be resumed", severity="warning"
+            )
+            return
+        self.notify(f"starting teamrt resume {run} --detach ...")
+        self._resume(summary.id)
+
+    @work(thread=True, group="actions")
+    def _resume(self, run: str) -> None:
+        try:
+            said = actions.resume(run)
+        except actions.ActionFailed as e:
+            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
+        else:
+            self.app.call_from_thread(self.notify, said)
+        self.team_app.rereads.set()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._filter = event.value.strip().lower()
+        self._show()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self) -> None:
+        self.query_one("#runs", KeyTable).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.add_class("hidden")
+        self.query_one("#runs", KeyTable).focus()

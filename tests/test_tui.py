@@ -1,0 +1,495 @@
+"""The TUI driven as a person would, with Textual's Pilot, on real stores and run directories."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import TabbedContent
+from tuidata import NOW, coding_run, freeze
+
+from teamrt import chaos
+from teamrt.examples import team_file
+from teamrt.store import Store
+from teamrt.tui.app import TeamApp
+from teamrt.tui.run_screen import RunScreen
+from teamrt.tui.runs_screen import RunsScreen
+from teamrt.tui.widgets import (
+    AgentTable,
+    EventLog,
+    KeyTable,
+    MailView,
+    TaskTable,
+    Totals,
+    Transcript,
+    WorktreeView,
+)
+
+SIZE = (140, 45)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def live(home: Path) -> Iterator[Path]:
+    """A run mid-way, its store held open by this process (so it is live), times frozen."""
+    store = asyncio.run(coding_run(home / "runs"))
+    freeze(home / "runs" / "run-demo")
+    yield home / "runs"
+    store.close()
+
+
+def crashed_fixture(runs: Path, run_id: str) -> None:
+    """The same run, left without an owner: crashed."""
+
+    async def go() -> Store:
+        return await coding_run(runs, run_id)
+
+    asyncio.run(go()).close()
+    freeze(runs / run_id)
+
+
+def app_on(runs: Path, run: str | None = "run-demo") -> tuple[TeamApp, list[str]]:
+    """The app with a frozen clock and a still cursor; the second value collects its notifications."""
+    app = TeamApp(runs, run, clock=lambda: NOW, blink=False)
+    said: list[str] = []
+    original = app.notify
+
+    def notify(message: str, **kw: Any) -> None:
+        said.append(message)
+        original(message, **kw)
+
+    app.notify = notify  # type: ignore[method-assign]
+    return app, said
+
+
+async def until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the screen did not get there in time")
+
+
+def drive(app: TeamApp, steps: Callable[[Pilot[None]], Awaitable[None]]) -> None:
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await steps(pilot)
+
+    asyncio.run(go())
+
+
+def cells(table: AgentTable, name: str) -> list[str]:
+    return [str(c) for c in table.get_row(name)]
+
+
+def shown(widget: Any) -> str:
+    return str(widget.render())
+
+
+def run_screen(app: TeamApp) -> RunScreen:
+    assert isinstance(app.screen, RunScreen)
+    return app.screen
+
+
+def loaded(app: TeamApp) -> Callable[[], bool]:
+    return lambda: isinstance(app.screen, RunScreen) and app.screen.state is not None
+
+
+def mail_files(runs: Path, run: str, box: str) -> list[dict[str, Any]]:
+    new = runs / run / "mailbox" / box / "new"
+    return [json.loads(p.read_text()) for p in sorted(new.iterdir())] if new.is_dir() else []
+
+
+# -- the runs list ----------------------------------------------------------------
+
+
+def test_the_runs_list_shows_each_run_with_status_age_agents_and_cost(live: Path) -> None:
+    crashed_fixture(live, "run-old")
+    (live / "run-empty").mkdir()  # a run directory without a store: listed with its problem
+    app, _ = app_on(live, None)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        table = app.screen.query_one("#runs", KeyTable)
+        await until(pilot, lambda: table.row_count == 3)
+        rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)] for i in range(3)}
+        assert rows["run-demo"][1:6] == ["running", "3m", "6, 2 running", "$0.0934", "68.2k"]
+        assert rows["run-demo"][6] == "Fix the failing tests in kit and merge the fixes"
+        assert rows["run-old"][1:3] == ["crashed", "3m"]
+        assert "no run store here" in rows["run-empty"][6]
+
+    drive(app, steps)
+
+
+def test_the_runs_list_filters_and_opens_a_run_and_esc_comes_back(live: Path) -> None:
+    crashed_fixture(live, "run-old")
+    app, _ = app_on(live, None)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        table = app.screen.query_one("#runs", KeyTable)
+        await until(pilot, lambda: table.row_count == 2)
+        await pilot.press("slash", *"crash")
+        await until(pilot, lambda: table.row_count == 1)
+        assert str(table.get_row_at(0)[0]) == "run-old"
+        await pilot.press("enter", "enter")  # the filter's enter gives the table the focus; then open
+        await until(pilot, loaded(app))
+        assert run_screen(app).run_id == "run-old"
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("escape")  # clears the filter
+        await until(pilot, lambda: table.row_count == 2)
+        await pilot.press("k", "j", "q")
+
+    drive(app, steps)
+    assert app.return_code in (None, 0)
+
+
+# -- the run view --------------------------------------------------------------------
+
+
+def test_the_run_view_shows_the_tree_with_status_activity_and_the_totals(live: Path) -> None:
+    app, _ = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        screen = run_screen(app)
+        table = screen.query_one(AgentTable)
+        await until(pilot, lambda: table.row_count == 6)
+        assert cells(table, "lead")[:10] == [
+            "lead", "lead", "-", "sim", "running", "2", "15.0k", "29%", "$0.0330",
+            "bash: git log --oneline -5",
+        ]  # fmt: skip
+        assert cells(table, "reviewer")[0] == "└ reviewer" and cells(table, "reviewer")[4] == "idle"
+        assert cells(table, "reviewer")[9] == "waiting for mail"
+        assert cells(table, "coder-1")[4] == "merging" and cells(table, "coder-1")[1] == "worktree"
+        assert cells(table, "coder-2")[4] == "done"
+        assert cells(table, "coder-2")[9] == "done: merged onto teamrt/run-demo at 333333333333"
+        assert cells(table, "coder-3")[9] == "bash: rm -rf build"
+        assert cells(table, "lead-fork-1")[4] == "failed"
+        header = shown(screen.query_one(Totals))
+        assert "run run-demo running" in header and "ran 3m 20s" in header
+        assert "2 running, 1 idle, 1 merging, 1 done, 1 failed" in header
+        assert "cost $0.0934 of $2.0000 (5%)" in header and "1 ask waiting: a/d" in header
+        tasks = screen.query_one(TaskTable)
+        assert [str(c) for c in tasks.get_row_at(1)] == ["#2", "done", "coder-2", "fix kit.numbers"]
+        events = "\n".join(str(line.text) for line in screen.query_one(EventLog).lines)
+        assert "coder-2 merge.merged" in events and "coder-3 ask ask-0001" in events
+
+    drive(app, steps)
+
+
+def test_an_agents_transcript_folds_tool_calls_and_f_unfolds_them(live: Path) -> None:
+    app, _ = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        transcript = run_screen(app).query_one(Transcript)
+        await until(pilot, lambda: "bash: python3 -m unittest" in shown(transcript))
+        text = shown(transcript)
+        assert "I will run the suite first, then split the work by module." in text
+        assert "↳ 4 lines: FAILED (failures=5)" in text and "test_numbers ... FAIL" not in text
+        await pilot.press("f")
+        await until(pilot, lambda: "test_numbers ... FAIL" in shown(transcript))
+        await pilot.press("j", "j", "j", "j")  # coder-3: its ask shows under its transcript
+        await until(pilot, lambda: "task 3: fix kit.stats" in shown(transcript))
+        assert "asks to run bash: rm -rf build: Bash(rm:*) asks (a approves, d denies)" in shown(transcript)
+
+    drive(app, steps)
+
+
+def test_the_mail_and_worktree_tabs_show_the_selected_agent(live: Path) -> None:
+    app, _ = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        screen = run_screen(app)
+        screen.query_one(TabbedContent).active = "tab-mail"
+        mail = screen.query_one(MailView)
+        await until(pilot, lambda: "inbox: 1" in shown(mail))
+        assert "from reviewer" in shown(mail) and "ready to review diffs" in shown(mail)
+        await pilot.press("j", "j")  # coder-1
+        screen.query_one(TabbedContent).active = "tab-worktree"
+        worktree = screen.query_one(WorktreeView)
+        await until(pilot, lambda: "teamrt/run-demo/coder-1" in shown(worktree))
+        assert "merge      queued, attempt 1" in shown(worktree)
+
+    drive(app, steps)
+
+
+def test_the_agent_filter_keeps_matching_rows_and_esc_clears_it(live: Path) -> None:
+    app, _ = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        table = run_screen(app).query_one(AgentTable)
+        await until(pilot, lambda: table.row_count == 6)
+        await pilot.press("slash", *"coder")
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("escape")
+        await until(pilot, lambda: table.row_count == 6)
+        await pilot.press("enter")  # the selected agent alone, full size; esc back
+        await until(pilot, lambda: run_screen(app).has_class("-agent-only"))
+        await pilot.press("escape")
+        await until(pilot, lambda: not run_screen(app).has_class("-agent-only"))
+        await pilot.press("question_mark")
+        await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+
+    drive(app, steps)
+
+
+# -- acting by mail ---------------------------------------------------------------------
+
+
+def test_m_sends_a_message_to_the_selected_agent(live: Path) -> None:
+    app, said = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        await pilot.press("j", "m")
+        await until(pilot, lambda: type(app.screen).__name__ == "MessageDialog")
+        await pilot.press(*"look at stats first", "enter")
+        await until(pilot, lambda: any(s.startswith("sent to reviewer") for s in said))
+
+    drive(app, steps)
+    [msg] = mail_files(live, "run-demo", "reviewer")
+    assert (msg["from"], msg["to"], msg["body"]) == ("user", "reviewer", "look at stats first")
+
+
+def test_x_asks_before_stopping_and_only_yes_sends_the_stop(live: Path) -> None:
+    app, said = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        await pilot.press("j", "j", "x")
+        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmDialog")
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        await pilot.pause(0.2)
+        assert mail_files(live, "run-demo", "supervisor") == []
+        await pilot.press("x", "y")
+        await until(pilot, lambda: "asked the supervisor to stop coder-1" in said)
+
+    drive(app, steps)
+    [msg] = mail_files(live, "run-demo", "supervisor")
+    assert msg["kind"] == "control" and msg["data"] == {"action": "stop", "agent": "coder-1"}
+
+
+@pytest.mark.parametrize(("key", "allow"), [("a", True), ("d", False)])
+def test_a_and_d_answer_the_waiting_ask_by_mail(live: Path, key: str, allow: bool) -> None:
+    app, said = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        await pilot.press(key)
+        verdict = "approved" if allow else "denied"
+        await until(pilot, lambda: f"{verdict} coder-3's bash: rm -rf build" in said)
+
+    drive(app, steps)
+    [msg] = mail_files(live, "run-demo", "supervisor")
+    assert msg["data"]["action"] == "answer" and msg["data"]["ask"] == "ask-0001"
+    assert msg["data"]["allow"] is allow
+
+
+def test_actions_on_a_finished_or_crashed_run_say_why_not_in_one_line(home: Path) -> None:
+    crashed_fixture(home / "runs", "run-old")
+    app, said = app_on(home / "runs", "run-old")
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        assert "crashed" in shown(run_screen(app).query_one(Totals))
+        await pilot.press("x", "y")
+        await until(pilot, lambda: any("crashed; resume it with teamrt resume run-old" in s for s in said))
+        await pilot.press("a")
+        await until(pilot, lambda: any("resume it" in s for s in said[1:]))
+
+    drive(app, steps)
+    assert mail_files(home / "runs", "run-old", "supervisor") == []
+
+
+def test_r_on_a_live_run_is_refused(live: Path) -> None:
+    app, said = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        await pilot.press("r")
+        await until(pilot, lambda: "run run-demo is running; only a crashed run can be resumed" in said)
+
+    drive(app, steps)
+
+
+def test_the_tui_never_writes_the_store(home: Path) -> None:
+    crashed_fixture(home / "runs", "run-old")
+    run_dir = home / "runs" / "run-old"
+
+    def digest() -> dict[str, str]:
+        """The database and its write-ahead log (a reader may leave an empty one: SQLite's WAL readers do)."""
+        files = (run_dir / "run.db", run_dir / "run.db-wal")
+        return {
+            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in files
+            if p.exists() and p.stat().st_size
+        }
+
+    before = digest()
+    app, _ = app_on(home / "runs", "run-old")
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        for key in ("j", "j", "f", "j", "slash", "c", "escape", "m", "escape", "escape"):
+            await pilot.press(key)
+        await pilot.pause(1.2)  # a reread of the runs list, too
+
+    drive(app, steps)
+    assert digest() == before
+
+
+def test_a_store_that_cannot_be_read_is_said_on_the_screen(home: Path) -> None:
+    run_dir = home / "runs" / "run-bad"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.db").write_bytes(b"this is not a database" * 100)
+    app, _ = app_on(home / "runs", "run-bad")
+
+    async def steps(pilot: Pilot[None]) -> None:
+        totals = app.screen.query_one(Totals)
+        await until(pilot, lambda: "cannot read run run-bad" in shown(totals))
+
+    drive(app, steps)
+
+
+# -- real runs ------------------------------------------------------------------------------
+
+
+def teamrt(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "teamrt", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env=os.environ.copy(), check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_real_team_on_sim_is_seen_changing_status_live(home: Path, tmp_path: Path) -> None:
+    project = chaos.prepare("coding", tmp_path)
+    started = teamrt("run", str(team_file("coding")), "--detach", cwd=project)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    app, _ = app_on(home / "runs", run_id)
+    seen: dict[str, list[str]] = {}
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        screen = run_screen(app)
+        table = screen.query_one(AgentTable)
+
+        def watch() -> bool:
+            for name in table._order:
+                status = cells(table, name)[4]
+                if not seen.get(name) or seen[name][-1] != status:
+                    seen.setdefault(name, []).append(status)
+            return screen.state is not None and screen.state.status == "done"
+
+        await until(pilot, watch, timeout=90)
+        watch()
+
+    drive(app, steps)
+    assert seen["lead"][0] in ("pending", "running") and seen["lead"][-1] == "done"
+    coders = [name for name in seen if name.startswith("coder")]
+    assert len(coders) == 3 and all(seen[c][-1] == "done" for c in coders)
+    assert any("running" in seen[c] for c in coders), seen  # seen at work, not only at the end
+    assert sum(len(v) for v in seen.values()) > len(seen), seen
+
+
+@pytest.mark.slow
+def test_r_resumes_a_crashed_run_which_then_finishes(home: Path, tmp_path: Path) -> None:
+    project = chaos.prepare("coding", tmp_path)
+    run_id = "20261122-000000-tuir"
+    exitcode = chaos.incarnate(
+        chaos.context(), "coding", home, project, run_id, chaos.Kill("merge.merged"), first=True
+    )
+    assert exitcode < 0  # killed
+    app, said = app_on(home / "runs", run_id)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        screen = run_screen(app)
+        await until(pilot, lambda: screen.state is not None and screen.state.status == "crashed")
+        await pilot.press("r")
+        await until(pilot, lambda: screen.state is not None and screen.state.status == "done", timeout=90)
+
+    drive(app, steps)
+    assert said[0] == f"starting teamrt resume {run_id} --detach ..."
+    assert any(s.strip() == run_id for s in said[1:]), said
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+def test_teamrt_tui_on_an_unknown_run_says_so_in_one_line(home: Path, tmp_path: Path) -> None:
+    done = teamrt("tui", "no-such-run", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and "no-such-run" in done.stderr
+
+
+def test_starting_the_tui_does_not_import_the_anthropic_sdk() -> None:
+    code = (
+        "import sys, teamrt.cli, teamrt.tui.app, teamrt.tui.run_screen, teamrt.tui.runs_screen\n"
+        "teamrt.cli.build_parser()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'httpx')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_a_call_waiting_for_approval_goes_on_when_a_is_pressed(home: Path, tmp_path: Path) -> None:
+    """End to end: the rules ask about the suite's run; the TUI shows the ask; each ``a`` lets it run."""
+    project = chaos.prepare("coding", tmp_path)
+    team = team_file("coding").read_text()
+    team = team.replace('on_ask = "deny"', 'on_ask = "deny"\nask_wait = 60')
+    team = team.replace("[permissions]\n", '[permissions]\nask = ["Bash(python3 -m unittest)"]\n')
+    (tmp_path / "asking.toml").write_text(team)
+    started = teamrt("run", str(tmp_path / "asking.toml"), "--detach", cwd=project)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    app, said = app_on(home / "runs", run_id)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        screen = run_screen(app)
+        await until(pilot, lambda: screen.state is not None and bool(screen.state.asks), timeout=30)
+        assert "1 ask waiting: a/d" in shown(screen.query_one(Totals))
+
+        pressed: set[str] = set()
+        for _ in range(900):  # press a for each new ask until the run is done (90 s at most)
+            state = screen.state
+            assert state is not None
+            if state.status == "done":
+                break
+            waiting = [a.id for a in state.asks if a.id not in pressed]
+            if waiting:
+                pressed.add(waiting[0])
+                await pilot.press("a")
+            await pilot.pause(0.1)
+        assert screen.state is not None and screen.state.status == "done"
+
+    drive(app, steps)
+    from teamrt.runs import reading
+
+    with reading(home / "runs" / run_id, run_id) as reader:
+        answers = [e.data for e in reader.events(kinds=("ask.answered",))]
+    assert answers and all(a["by"] == "user" and a["allowed"] for a in answers), answers
+    assert any(s.startswith("approved lead's bash: python3 -m unittest") for s in said), said

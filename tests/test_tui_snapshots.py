@@ -1,0 +1,86 @@
+"""The TUI's main screens pinned as pictures (pytest-textual-snapshot), on fixed data and a fixed clock.
+
+The store is tests/tuidata.py's coding run, its times frozen; the app's clock
+is fixed and its text cursor does not blink, so each picture is the same on
+every machine. After a deliberate change of a screen, look at the new picture
+and accept it with ``pytest tests/test_tui_snapshots.py --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from tuidata import NOW, coding_run, freeze
+
+from teamrt.tui.app import TeamApp
+from teamrt.tui.run_screen import RunScreen
+from teamrt.tui.runs_screen import RunsScreen
+from teamrt.tui.widgets import KeyTable
+
+SIZE = (140, 45)
+Compare = Callable[..., bool]
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[Path]:
+    store = asyncio.run(coding_run(tmp_path / "runs"))
+    freeze(tmp_path / "runs" / "run-demo")
+    crashed = asyncio.run(coding_run(tmp_path / "runs", "run-old"))
+    crashed.close()
+    freeze(tmp_path / "runs" / "run-old")
+    yield tmp_path / "runs"
+    store.close()
+
+
+def app(runs: Path, run: str | None = "run-demo") -> TeamApp:
+    return TeamApp(runs, run, clock=lambda: NOW, blink=False)
+
+
+async def shown(pilot: Pilot[Any]) -> None:
+    """Wait until the screen on top has read its run, or the runs list its runs."""
+    for _ in range(200):
+        screen = pilot.app.screen
+        if isinstance(screen, RunScreen) and screen.state is not None:
+            break
+        if isinstance(screen, RunsScreen) and screen.query_one("#runs", KeyTable).row_count:
+            break
+        await pilot.pause(0.05)
+    await pilot.pause(0.3)  # column widths are measured when the app is idle
+
+
+def test_the_run_view(snap_compare: Compare, runs: Path) -> None:
+    assert snap_compare(app(runs), terminal_size=SIZE, run_before=shown)
+
+
+def test_the_run_view_on_an_agent_with_a_waiting_ask(snap_compare: Compare, runs: Path) -> None:
+    assert snap_compare(app(runs), press=["j", "j", "j", "j", "_"], terminal_size=SIZE, run_before=shown)
+
+
+def test_a_crashed_run(snap_compare: Compare, runs: Path) -> None:
+    assert snap_compare(app(runs, "run-old"), terminal_size=SIZE, run_before=shown)
+
+
+def test_the_runs_list(snap_compare: Compare, runs: Path) -> None:
+    assert snap_compare(app(runs, None), terminal_size=SIZE, run_before=shown)
+
+
+def test_one_agent_full_size_with_calls_unfolded(snap_compare: Compare, runs: Path) -> None:
+    assert snap_compare(app(runs), press=["enter", "f", "_"], terminal_size=SIZE, run_before=shown)
+
+
+def test_the_message_dialog(snap_compare: Compare, runs: Path) -> None:
+    keys = ["j", "m", *"check stats", "_"]
+    assert snap_compare(app(runs), press=keys, terminal_size=SIZE, run_before=shown)
+
+
+def test_the_stop_confirmation(snap_compare: Compare, runs: Path) -> None:
+    assert snap_compare(app(runs), press=["x", "_"], terminal_size=SIZE, run_before=shown)
+
+
+def test_the_help(snap_compare: Compare, runs: Path) -> None:
+    assert snap_compare(app(runs), press=["question_mark", "_"], terminal_size=SIZE, run_before=shown)
