@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/worktree.py
 	$(BIN)/python benchmarks/chaos.py
 	$(BIN)/python benchmarks/resume.py
+	$(BIN)/python benchmarks/tui.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

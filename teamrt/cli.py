@@ -314,6 +314,7 @@ def _run_one(args: argparse.Namespace) -> int:
     try:
         if args.tui:
             args.ask_wait = TUI_ASK_WAIT_S if args.ask_wait is None else args.ask_wait
+            print("teamrt: starting the run ...", file=sys.stderr)
             started = _detach(args, quiet=True)
             return started if started else _tui(args.run_id)
         if args.detach:

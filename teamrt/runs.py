@@ -373,10 +373,10 @@ def pending_asks(reader: StoreReader) -> list[PendingAsk]:
     """The run's asks with no answer yet, oldest first (of a crashed run: those the crash left)."""
     events = reader.events(kinds=(ASK, ANSWERED))
     answered = {e.data.get("id") for e in events if e.kind == ANSWERED}
-    return [_pending(e) for e in events if e.kind == ASK and e.data.get("id") not in answered]
+    return [as_pending(e) for e in events if e.kind == ASK and e.data.get("id") not in answered]
 
 
-def _pending(event: EventRecord) -> PendingAsk:
+def as_pending(event: EventRecord) -> PendingAsk:
     data = event.data
     tool_input = data.get("input")
     wait = data.get("wait_s")

@@ -19,12 +19,12 @@ from tuidata import NOW, coding_run, freeze
 
 from teamrt import chaos
 from teamrt.examples import team_file
-from teamrt.store import Store
+from teamrt.store import Store, ToolUse
+from teamrt.tui.agent_list import AgentList
 from teamrt.tui.app import TeamApp
 from teamrt.tui.run_screen import RunScreen
 from teamrt.tui.runs_screen import RunsScreen
 from teamrt.tui.widgets import (
-    AgentTable,
     EventLog,
     KeyTable,
     MailView,
@@ -92,8 +92,8 @@ def drive(app: TeamApp, steps: Callable[[Pilot[None]], Awaitable[None]]) -> None
     asyncio.run(go())
 
 
-def cells(table: AgentTable, name: str) -> list[str]:
-    return [str(c) for c in table.get_row(name)]
+def cells(table: AgentList, name: str) -> list[str]:
+    return table.cells(name)
 
 
 def shown(widget: Any) -> str:
@@ -166,7 +166,7 @@ def test_the_run_view_shows_the_tree_with_status_activity_and_the_totals(live: P
     async def steps(pilot: Pilot[None]) -> None:
         await until(pilot, loaded(app))
         screen = run_screen(app)
-        table = screen.query_one(AgentTable)
+        table = screen.query_one(AgentList)
         await until(pilot, lambda: table.row_count == 6)
         assert cells(table, "lead")[:10] == [
             "lead", "lead", "-", "sim", "running", "2", "15.0k", "29%", "$0.0330",
@@ -185,7 +185,7 @@ def test_the_run_view_shows_the_tree_with_status_activity_and_the_totals(live: P
         assert "cost $0.0934 of $2.0000 (5%)" in header and "1 ask waiting: a/d" in header
         tasks = screen.query_one(TaskTable)
         assert [str(c) for c in tasks.get_row_at(1)] == ["#2", "done", "coder-2", "fix kit.numbers"]
-        events = "\n".join(str(line.text) for line in screen.query_one(EventLog).lines)
+        events = shown(screen.query_one(EventLog))
         assert "coder-2 merge.merged" in events and "coder-3 ask ask-0001" in events
 
     drive(app, steps)
@@ -234,7 +234,7 @@ def test_the_agent_filter_keeps_matching_rows_and_esc_clears_it(live: Path) -> N
 
     async def steps(pilot: Pilot[None]) -> None:
         await until(pilot, loaded(app))
-        table = run_screen(app).query_one(AgentTable)
+        table = run_screen(app).query_one(AgentList)
         await until(pilot, lambda: table.row_count == 6)
         await pilot.press("slash", *"coder")
         await until(pilot, lambda: table.row_count == 3)
@@ -262,12 +262,12 @@ def test_m_sends_a_message_to_the_selected_agent(live: Path) -> None:
         await until(pilot, loaded(app))
         await pilot.press("j", "m")
         await until(pilot, lambda: type(app.screen).__name__ == "MessageDialog")
-        await pilot.press(*"look at stats first", "enter")
+        await pilot.press(*"look at [/]stats[b] first", "enter")
         await until(pilot, lambda: any(s.startswith("sent to reviewer") for s in said))
 
     drive(app, steps)
     [msg] = mail_files(live, "run-demo", "reviewer")
-    assert (msg["from"], msg["to"], msg["body"]) == ("user", "reviewer", "look at stats first")
+    assert (msg["from"], msg["to"], msg["body"]) == ("user", "reviewer", "look at [/]stats[b] first")
 
 
 def test_x_asks_before_stopping_and_only_yes_sends_the_stop(live: Path) -> None:
@@ -315,7 +315,7 @@ def test_actions_on_a_finished_or_crashed_run_say_why_not_in_one_line(home: Path
         await pilot.press("x", "y")
         await until(pilot, lambda: any("crashed; resume it with teamrt resume run-old" in s for s in said))
         await pilot.press("a")
-        await until(pilot, lambda: any("resume it" in s for s in said[1:]))
+        await until(pilot, lambda: "the run crashed: r resumes it" in said)
 
     drive(app, steps)
     assert mail_files(home / "runs", "run-old", "supervisor") == []
@@ -393,10 +393,10 @@ def test_a_real_team_on_sim_is_seen_changing_status_live(home: Path, tmp_path: P
     async def steps(pilot: Pilot[None]) -> None:
         await until(pilot, loaded(app))
         screen = run_screen(app)
-        table = screen.query_one(AgentTable)
+        table = screen.query_one(AgentList)
 
         def watch() -> bool:
-            for name in table._order:
+            for name in [r.name for r in table.rows]:
                 status = cells(table, name)[4]
                 if not seen.get(name) or seen[name][-1] != status:
                     seen.setdefault(name, []).append(status)
@@ -404,6 +404,11 @@ def test_a_real_team_on_sim_is_seen_changing_status_live(home: Path, tmp_path: P
 
         await until(pilot, watch, timeout=90)
         watch()
+        await pilot.press("j", "j")  # a coder: its merged work, from git
+        screen.query_one(TabbedContent).active = "tab-worktree"
+        worktree = screen.query_one(WorktreeView)
+        await until(pilot, lambda: "1 file changed" in shown(worktree))
+        assert "merge      merged, attempt 1" in shown(worktree) and "kit/" in shown(worktree)
 
     drive(app, steps)
     assert seen["lead"][0] in ("pending", "running") and seen["lead"][-1] == "done"
@@ -493,3 +498,36 @@ def test_a_call_waiting_for_approval_goes_on_when_a_is_pressed(home: Path, tmp_p
         answers = [e.data for e in reader.events(kinds=("ask.answered",))]
     assert answers and all(a["by"] == "user" and a["allowed"] for a in answers), answers
     assert any(s.startswith("approved lead's bash: python3 -m unittest") for s in said), said
+
+
+def test_text_with_brackets_is_shown_as_it_is_never_read_as_markup(home: Path) -> None:
+    async def build() -> Store:
+        store = await coding_run(home / "runs", "run-markup")
+        call = {"command": "grep -rn '[/]api' src [b]x[/b]"}
+        use = ToolUse("toolu_m", "bash", call, False)
+        block = {"type": "tool_use", "id": "toolu_m", "name": "bash", "input": call}
+        await store.append_turn("reviewer", epoch=1, role="assistant", content=[block], tool_uses=[use])
+        await store.move_tool_call("toolu_m", "running")
+        await store.set_agent_status("reviewer", "running")
+        await store.create_task("[urgent] fix [red]x", "d", created_by="lead", blocked_by=[])
+        return store
+
+    store = asyncio.run(build())
+    app, _ = app_on(home / "runs", "run-markup")
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        screen = run_screen(app)
+        table = screen.query_one(AgentList)
+        await until(pilot, lambda: "[/]api" in table.cells("reviewer")[9])
+        assert table.cells("reviewer")[9] == "bash: grep -rn '[/]api' src [b]x[/b]"
+        tasks = screen.query_one(TaskTable)
+        assert [str(c) for c in tasks.get_row_at(3)][3] == "[urgent] fix [red]x"
+        await pilot.press("j")  # the reviewer: its transcript shows the call as written
+        transcript = screen.query_one(Transcript)
+        await until(pilot, lambda: "grep -rn '[/]api' src [b]x[/b]" in shown(transcript))
+
+    try:
+        drive(app, steps)
+    finally:
+        store.close()

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, select
+from sqlalchemy import Connection, Engine, Row, or_, select, union
 
 from . import engine as eng
 from . import migrate
@@ -32,12 +32,22 @@ from .records import (
 
 
 class StoreReader:
-    def __init__(self, engine: Engine, run: str) -> None:
+    def __init__(self, engine: Engine, run: str, *, conn: Connection | None = None) -> None:
         self._engine = engine
         self.run_id = run
+        self._conn = conn  # a snapshot's: every read in its one transaction
+
+    @contextmanager
+    def snapshot(self) -> Iterator[StoreReader]:
+        """This reader's methods inside one transaction: together they see one state of the run."""
+        with self._engine.connect() as conn, conn.begin():
+            yield StoreReader(self._engine, self.run_id, conn=conn)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
+        if self._conn is not None:
+            yield self._conn
+            return
         with self._engine.connect() as conn, conn.begin():
             yield conn
 
@@ -51,12 +61,33 @@ class StoreReader:
             raise NotFound("run", self.run_id)
         return t.run_record(row)
 
-    def agents(self) -> list[AgentRecord]:
+    def agents(self, names: Collection[str] | None = None) -> list[AgentRecord]:
+        """The run's agents (those named, when ``names`` is given), oldest first."""
+        query = select(t.agents).where(t.agents.c.run_id == self.run_id)
+        if names is not None:
+            query = query.where(t.agents.c.name.in_(names))
         with self._read() as conn:
-            rows = conn.execute(
-                select(t.agents).where(t.agents.c.run_id == self.run_id).order_by(t.agents.c.created_at)
-            ).all()
+            rows = conn.execute(query.order_by(t.agents.c.created_at)).all()
         return [t.agent_record(r) for r in rows]
+
+    def changed_agents(self, since: float) -> set[str]:
+        """Agents whose record changed, or whose calls were asked for or started, at ``since`` or later.
+
+        With ``turn_heads`` (a new turn brings an agent's usage and finishes its
+        calls) this is what a watcher needs to read only the agents that moved.
+        Times are the writer's clock when it wrote, a little before its commit.
+        """
+        a, c = t.agents.c, t.tool_calls.c
+        query = union(
+            select(a.name).where(a.run_id == self.run_id, a.updated_at >= since),
+            select(c.agent).where(
+                c.run_id == self.run_id,
+                c.status.in_(("pending", "running")),
+                or_(c.created_at >= since, c.started_at >= since),
+            ),
+        )
+        with self._read() as conn:
+            return set(conn.execute(query).scalars())
 
     def agent(self, name: str) -> AgentRecord:
         with self._read() as conn:
@@ -76,20 +107,28 @@ class StoreReader:
             ).all()
         return [t.turn_record(r) for r in rows]
 
-    def tool_calls(self, agent: str | None = None, statuses: Collection[str] = ()) -> list[ToolCallRecord]:
-        """Journaled calls in the order they were asked for, with the processes each started."""
+    def tool_calls(
+        self,
+        agent: str | None = None,
+        statuses: Collection[str] = (),
+        *,
+        agents: Collection[str] | None = None,
+    ) -> list[ToolCallRecord]:
+        """Journaled calls (of ``agent``, or of ``agents``) in the order they were asked for, with the
+        processes each started."""
         query = select(t.tool_calls).where(t.tool_calls.c.run_id == self.run_id)
         if agent is not None:
             query = query.where(t.tool_calls.c.agent == agent)
+        if agents is not None:
+            query = query.where(t.tool_calls.c.agent.in_(agents))
         if statuses:
             query = query.where(t.tool_calls.c.status.in_(statuses))
         with self._read() as conn:
             calls = conn.execute(query.order_by(t.tool_calls.c.turn_id, t.tool_calls.c.created_at)).all()
-            procs = conn.execute(
-                select(t.tool_processes)
-                .where(t.tool_processes.c.run_id == self.run_id)
-                .order_by(t.tool_processes.c.id)
-            ).all()
+            processes = select(t.tool_processes).where(t.tool_processes.c.run_id == self.run_id)
+            if agent is not None or agents is not None or statuses:
+                processes = processes.where(t.tool_processes.c.call_id.in_([c._mapping["id"] for c in calls]))
+            procs = conn.execute(processes.order_by(t.tool_processes.c.id)).all()
         by_call: dict[str, list[Row[Any]]] = {}
         for p in procs:
             by_call.setdefault(p._mapping["call_id"], []).append(p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -43,8 +44,12 @@ R = TypeVar("R")
 def _record(cls: type[R], row: Row[Any], **computed: Any) -> R:
     """Build a record from a row: each field from the column of its name, unless given."""
     m = row._mapping
-    names = (f.name for f in fields(cls))  # type: ignore[arg-type]
-    return cls(**{name: computed[name] if name in computed else m[name] for name in names})
+    return cls(**{name: computed[name] if name in computed else m[name] for name in _names(cls)})  # type: ignore[arg-type]
+
+
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def usage_of(row: Row[Any]) -> Usage:

@@ -34,7 +34,7 @@ CSS = """
 #agent-title { height: 1; padding: 0 1; background: $boost; }
 #side { width: 2fr; }
 #tasks { height: 9; border-top: solid $panel; }
-#events { height: 1fr; border-top: solid $panel; }
+#events { height: 1fr; border-top: solid $panel; overflow: hidden; }
 RunScreen.-agent-only #agents, RunScreen.-agent-only #side { display: none; }
 RunScreen.-agent-only #bottom { height: 1fr; }
 #dialog { width: 80; height: auto; padding: 1 2; border: thick $accent; background: $surface; }
@@ -47,7 +47,10 @@ class TeamApp(App[None]):
     TITLE = "teamrt"
     ENABLE_COMMAND_PALETTE = False
     CSS = CSS
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("question_mark", "help", "help", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "help", show=False),
+        Binding("s", "picture", "picture"),
+    ]
 
     def __init__(
         self,
@@ -82,6 +85,11 @@ class TeamApp(App[None]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_picture(self) -> None:
+        """Save what the screen shows as an SVG picture in the current directory."""
+        saved = self.save_screenshot(path=str(Path.cwd()))
+        self.notify(f"saved a picture of the screen: {saved}", markup=False)
 
     def trace(self, rows: Sequence[AgentRow]) -> None:
         if self._trace is None or not rows:

@@ -71,10 +71,6 @@ class DetailReader:
         turns = self._turns.setdefault(agent.name, [])
         turns += reader.turns(agent.name, after_seq=turns[-1].seq if turns else 0)
         lines = transcript(turns)
-        if turns and turns[-1].role != "assistant" and agent.status == "running":
-            now = streaming_now(self.run_dir, agent.name)
-            if now:
-                lines.append(Line("streaming", now))
         return AgentDetail(
             name=agent.name,
             kind=agent.kind,
@@ -85,7 +81,7 @@ class DetailReader:
             outbox=tuple(_letters(reader.mail(sender=agent.name), inbox=False)),
             workspace=agent.workspace,
             branch=agent.branch,
-            diff_stat=self._diff_stat(agent, run),
+            diff_stat=self._diff_stat(reader, agent, run),
         )
 
     def _unread(self, agent: str) -> list[Letter]:
@@ -106,12 +102,14 @@ class DetailReader:
                 )
         return letters
 
-    def _diff_stat(self, agent: AgentRecord, run: RunRecord) -> str:
+    def _diff_stat(self, reader: StoreReader, agent: AgentRecord, run: RunRecord) -> str:
         if agent.kind != "worktree" or not agent.workspace:
             return ""
         at, stat = self._diffs.get(agent.name, (0.0, ""))
         if time.monotonic() - at >= DIFF_EVERY_S:
-            stat = diff_stat(Path(agent.workspace), str(run.settings.get("integration_branch", "")))
+            merged = next((m.merged_commit for m in reader.merges() if m.agent == agent.name), None)
+            integration = str(run.settings.get("integration_branch", ""))
+            stat = diff_stat(Path(agent.workspace), Path(run.workdir), integration, merged)
             self._diffs[agent.name] = (time.monotonic(), stat)
         return stat
 
@@ -169,23 +167,30 @@ def streaming_now(run_dir: Path, agent: str) -> str:
     return tail.rsplit("\n", 1)[-1]
 
 
-def diff_stat(workspace: Path, integration_branch: str) -> str:
-    """``git diff --stat`` of the worktree (committed and not) against its fork point, or why not."""
-    if not workspace.is_dir():
-        return "(worktree removed)"
-    git = ["git", "-C", str(workspace)]
+def diff_stat(workspace: Path, project: Path, integration_branch: str, merged: str | None) -> str:
+    """``git diff --stat`` of the agent's work: the worktree (committed or not) against where it left the
+    integration branch while it is there; once merged and removed, what its merge brought."""
+    if workspace.is_dir():
+        base = _git(workspace, "merge-base", "HEAD", integration_branch).strip()
+        return _git(workspace, "diff", "--stat", base or "HEAD") or "(no changes)"
+    if merged:
+        return _git(project, "diff", "--stat", f"{merged}^1", merged) or "(the merge brought no changes)"
+    return "(worktree removed)"
+
+
+def _git(where: Path, *args: str) -> str:
+    """The output of git (its error if it failed), trailing blanks cut."""
     try:
-        base = subprocess.run(
-            [*git, "merge-base", "HEAD", integration_branch],
-            capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False,
-        ).stdout.strip()  # fmt: skip
         done = subprocess.run(
-            [*git, "diff", "--stat", base or "HEAD"],
-            capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False,
-        )  # fmt: skip
+            ["git", "-C", str(where), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"(git: {e})"
-    return done.stdout.rstrip() or done.stderr.strip() or "(no changes)"
+    return done.stdout.rstrip() if done.returncode == 0 else f"(git: {done.stderr.strip()})"
 
 
 def _letters(mail: list[MailRecord], *, inbox: bool) -> list[Letter]:

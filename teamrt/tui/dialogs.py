@@ -14,17 +14,20 @@ HELP = """\
 [b]teamrt tui[/b]: watch a team of agents live, and step in by mail.
 
 [b]Runs list[/b]
-  j/k, ↑/↓   move              enter   open the run
-  /          filter            r       resume a crashed run
-  q          quit
+  j/k, ↑/↓   move                        enter   open the run
+  /          filter                      r       resume a crashed run
 
 [b]Run view[/b]
-  j/k, ↑/↓   move between agents         enter   the selected agent full screen
+  j/k, ↑/↓   move between agents         enter   the selected agent full size
   m          message the agent           x       stop the agent (asks first)
   a / d      approve / deny the waiting permission ask (the agent's, else the oldest)
   r          resume the run, if it crashed         f   unfold tool calls and results
   /          filter agents               esc     back (to the runs list)
-  tab        next pane                   ?       this help
+  tab        next pane
+
+[b]Everywhere[/b]
+  ?          this help                   s       save a picture of the screen (SVG, here)
+  q          quit (a run goes on without the TUI)
 
 Nothing here writes the run's store: a message, a stop and an answer are
 mail the run's supervisor reads; a resume starts [b]teamrt resume RUN --detach[/b].

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 from textual import on, work
 from textual.app import ComposeResult
@@ -22,20 +23,22 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
+from textual.widgets import Footer, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from ..runs import PendingAsk, RunsError, unreadable
 from ..store import StoreError
 from . import actions
+from .agent_list import AgentList
 from .dialogs import ConfirmDialog, MessageDialog
 from .state import RunFollower, RunState
-from .widgets import AgentTable, AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
+from .widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
 
 if TYPE_CHECKING:
     from .app import TeamApp
 
 POLL_S = 0.05
+MIN_GAP_S = 0.15  # between two reads while commits keep coming: each read is a repaint
 REREAD_S = 1.0
 
 
@@ -57,6 +60,8 @@ class ReadFailed(Message):
 class RunScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "back"),
+        Binding("j", "move(1)", "down", show=False),
+        Binding("k", "move(-1)", "up", show=False),
         Binding("m", "message", "message"),
         Binding("x", "stop", "stop"),
         Binding("a", "answer(True)", "approve"),
@@ -75,6 +80,8 @@ class RunScreen(Screen[None]):
         self.state: RunState | None = None
         self._selected: str | None = None
         self._wake = threading.Event()
+        self._consumed = threading.Event()  # the last state read has been shown
+        self._consumed.set()
         self._filter = ""
         self._unfolded = False
         self._shown_agent: str | None = None
@@ -88,7 +95,7 @@ class RunScreen(Screen[None]):
         yield Input(
             placeholder="filter agents by name, role, status or activity", id="filter", classes="hidden"
         )
-        yield AgentTable(id="agents")
+        yield AgentList(id="agents")
         with Horizontal(id="bottom"):
             with Vertical(id="detail"):
                 yield AgentTitle(id="agent-title")
@@ -108,7 +115,7 @@ class RunScreen(Screen[None]):
                 yield WorktreeView(id="worktree")
 
     def on_mount(self) -> None:
-        self.query_one(AgentTable).focus()
+        self.query_one(AgentList).focus()
         self._follow()
 
     # -- reading ---------------------------------------------------------------------
@@ -120,11 +127,16 @@ class RunScreen(Screen[None]):
         try:
             follower = RunFollower(self.run_dir, self.run_id)
             last = 0.0
+            committed = False
             while not worker.is_cancelled:
-                woken = self._wake.is_set()
-                if woken or follower.changed() or time.monotonic() - last >= REREAD_S:
+                woken = self._wake.is_set()  # the user chose another agent, or acted: read now
+                committed = follower.changed(self._selected) or committed
+                since = time.monotonic() - last
+                due = (committed and since >= MIN_GAP_S) or since >= REREAD_S
+                if woken or (due and self._consumed.is_set()):
                     self._wake.clear()
-                    last = time.monotonic()
+                    self._consumed.clear()
+                    last, committed = time.monotonic(), False
                     self.post_message(StateRead(follower.read(self._selected)))
                 self._wake.wait(POLL_S)
         except SQLAlchemyError as e:
@@ -136,16 +148,18 @@ class RunScreen(Screen[None]):
                 follower.close()
 
     def on_read_failed(self, message: ReadFailed) -> None:
-        self.query_one(Totals).update(f"[b red]cannot read run {self.run_id}:[/] {message.problem}")
+        said = Text(f"cannot read run {self.run_id}: ", style="bold red")
+        self.query_one(Totals).update(said.append(message.problem, style=""))
 
     def on_state_read(self, message: StateRead) -> None:
         self.state = message.state
         self._show(message.state)
+        self._consumed.set()
 
     def _show(self, state: RunState) -> None:
         now = self.team_app.clock()
         self.query_one(Totals).show(state, now)
-        table = self.query_one(AgentTable)
+        table = self.query_one(AgentList)
         rows = [r for r in state.agents if _matches(self._filter, r.name, r.role, r.status, r.activity)]
         changed = table.apply(rows)
         self.team_app.trace(changed)
@@ -156,10 +170,11 @@ class RunScreen(Screen[None]):
         scroll = self.query_one("#transcript-scroll", VerticalScroll)
         follow = scroll.scroll_y >= scroll.max_scroll_y or self._shown_agent != self._selected
         self._shown_agent = self._selected
-        self.query_one(AgentTitle).show(detail)
-        self.query_one(Transcript).show(detail, asks, unfolded=self._unfolded)
-        if follow:  # the user had not scrolled up: keep the newest in view
-            self.call_after_refresh(scroll.scroll_end, animate=False)
+        row = next((r for r in state.agents if r.name == self._selected), None)
+        self.query_one(AgentTitle).show(detail, row.status if row else "")
+        streaming = state.streaming if detail else ""
+        if self.query_one(Transcript).show(detail, asks, streaming, unfolded=self._unfolded) and follow:
+            self.call_after_refresh(scroll.scroll_end, animate=False)  # the user had not scrolled up
         self.query_one(MailView).show(detail, now)
         self.query_one(WorktreeView).show(detail, state.merges)
         self.query_one(TaskTable).show(state.tasks)
@@ -169,17 +184,18 @@ class RunScreen(Screen[None]):
         self._selected = name
         self._wake.set()
 
-    @on(DataTable.RowHighlighted, "#agents")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        name = event.row_key.value
-        if name != self._selected:
-            self._select(name)
+    def on_agent_list_highlighted(self, event: AgentList.Highlighted) -> None:
+        if event.name != self._selected:
+            self._select(event.name)
 
-    @on(DataTable.RowSelected, "#agents")
-    def _open(self) -> None:
+    def on_agent_list_selected(self) -> None:
         self.toggle_class("-agent-only")
 
     # -- actions -----------------------------------------------------------------
+
+    def action_move(self, by: int) -> None:
+        """j/k move between agents wherever the focus is (the arrows scroll what has it)."""
+        self.query_one(AgentList).action_move(by)
 
     def action_back(self) -> None:
         if self.has_class("-agent-only"):
@@ -210,7 +226,7 @@ class RunScreen(Screen[None]):
             box.value = ""
         if not box.value:
             box.add_class("hidden")
-        self.query_one(AgentTable).focus()
+        self.query_one(AgentList).focus()
 
     def action_unfold(self) -> None:
         self._unfolded = not self._unfolded
@@ -244,7 +260,9 @@ class RunScreen(Screen[None]):
     def action_answer(self, allow: bool) -> None:
         ask = self._ask()
         if ask is None:
-            self.notify("no permission ask is waiting", severity="warning")
+            crashed = self.state is not None and self.state.status == "crashed"
+            said = "the run crashed: r resumes it" if crashed else "no permission ask is waiting"
+            self.notify(said, severity="warning")
             return
         self._act(lambda: actions.answer(self.run_dir, self.run_id, ask, allow))
 
@@ -268,9 +286,9 @@ class RunScreen(Screen[None]):
         try:
             said = do()
         except actions.ActionFailed as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
+            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8, markup=False)
         else:
-            self.app.call_from_thread(self.notify, said)
+            self.app.call_from_thread(self.notify, said, markup=False)
         self._wake.set()
 
 

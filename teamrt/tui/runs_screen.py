@@ -81,7 +81,8 @@ class RunsScreen(Screen[None]):
     def _read(self) -> None:
         worker = get_current_worker()
         while not worker.is_cancelled:
-            self.post_message(RunsRead(list_runs(self.team_app.runs_dir)))
+            if self.app.screen is self:  # under a run view it waits (open_runs wakes it)
+                self.post_message(RunsRead(list_runs(self.team_app.runs_dir)))
             self.team_app.rereads.wait(REREAD_S)
             self.team_app.rereads.clear()
 
@@ -134,9 +135,9 @@ class RunsScreen(Screen[None]):
         try:
             said = actions.resume(run)
         except actions.ActionFailed as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
+            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8, markup=False)
         else:
-            self.app.call_from_thread(self.notify, said)
+            self.app.call_from_thread(self.notify, said, markup=False)
         self.team_app.rereads.set()
 
     def action_filter(self) -> None:

@@ -1,11 +1,13 @@
 """What the run view shows, read from a run's store and directory: no Textual here.
 
-``RunFollower`` keeps one read-only reader open and reads incrementally:
-turns and events after the last ids it saw, the rest (run, agents, calls
-still open, tasks, merges, asks) whole, as those stay small. ``changed()``
-is SQLite's ``PRAGMA data_version`` on a connection of its own: it moves
-only when another connection commits, so an idle run costs one tiny query
-per poll. Everything here blocks; the app calls it from a worker thread.
+``RunFollower`` keeps one read-only reader open; each read is one snapshot
+(one transaction) and reads only what moved: turns and events after the last
+ids it saw, and the records and open calls of the agents that changed since
+the last read (``StoreReader.changed_agents``), with every agent read again
+every ``FULL_READ_S`` all the same. ``changed()`` is SQLite's ``PRAGMA
+data_version`` on a connection of its own: it moves only when another
+connection commits, so an idle run costs one tiny query per poll. Everything
+here blocks; the app calls it from a worker thread.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runs import CRASHED, LIVE_AGENT, PendingAsk, agent_tree, pending_asks, run_status
+from ..runs import CRASHED, LIVE_AGENT, PendingAsk, agent_tree, as_pending, run_status
+from ..runtime.asking import ANSWERED, ASK
+from ..runtime.stream import STREAM_DIR
 from ..store import (
     AgentRecord,
     EventRecord,
@@ -29,10 +34,13 @@ from ..store import (
 )
 from ..store import engine as eng
 from .activity import activity
-from .detail import AgentDetail, DetailReader
+from .detail import AgentDetail, DetailReader, streaming_now
 
 EVENT_TAIL = 200
 OPEN_CALLS = ("pending", "running")
+FULL_READ_S = 2.0  # every agent is read again this often, whatever changed_agents says
+SLACK_S = 0.1  # changes are looked for from this long before the last read: a write's time
+# is taken a little before its commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,7 @@ class RunState:
     asks: tuple[PendingAsk, ...]
     events: tuple[EventRecord, ...]  # the newest ``EVENT_TAIL``, oldest first
     detail: AgentDetail | None  # of the selected agent
+    streaming: str  # what the selected agent's model is writing now, not yet a turn
     read_at: float = field(default_factory=time.time)
 
     def by_status(self) -> dict[str, int]:
@@ -86,51 +95,123 @@ class RunFollower:
         self._last_role: dict[str, str] = {}
         self._turn_at: dict[str, float] = {}
         self._detail = DetailReader(run_dir)
+        self._asked: dict[str, EventRecord] = {}  # asks not answered yet, by id
+        self._stream_size = 0
+        self._records: dict[str, AgentRecord] = {}
+        self._calls: dict[str, list[ToolCallRecord]] = {}  # each agent's calls not finished
+        self._rows: dict[str, AgentRow] = {}
+        self._depth: dict[str, int] = {}  # the agents depth-first, each with its depth in the tree
+        self._tasks: tuple[TaskRecord, ...] = ()
+        self._merges: tuple[MergeRecord, ...] = ()
+        self._detail_of: AgentDetail | None = None
+        self._status = ""
+        self._since: float | None = None  # the next read looks for changes from then on
+        self._full_at = 0.0
 
     def close(self) -> None:
         self._version.close()
         self.reader.close()
 
-    def changed(self) -> bool:
-        """Whether anything was committed since the last call (always True on a server database)."""
-        return self._version.changed()
+    def changed(self, selected: str | None) -> bool:
+        """Whether anything was committed since the last call (always True on a server database), or
+        the ``selected`` agent's model has written more text."""
+        committed = self._version.changed()
+        try:
+            size = (self.run_dir / STREAM_DIR / selected).stat().st_size if selected else 0
+        except OSError:
+            size = 0
+        streamed, self._stream_size = size != self._stream_size, size
+        return committed or streamed
 
     def read(self, selected: str | None) -> RunState:
-        reader = self.reader
+        with self.reader.snapshot() as reader:
+            return self._read(reader, selected)
+
+    def _read(self, reader: StoreReader, selected: str | None) -> RunState:
         run = reader.run()
         status = run_status(run)
+        read_at = time.time()
+        full = self._since is None or time.monotonic() - self._full_at >= FULL_READ_S
+        moved = self._read_agents(reader, full)
+        self._since = read_at - SLACK_S
+        if len(self._depth) != len(self._records):
+            self._depth = {a.name: depth for a, depth in agent_tree(list(self._records.values()))}
+            moved = set(self._records)
+        if status != self._status:  # a crash (or its resume) changes how every live agent is shown
+            self._status, moved = status, set(self._records)
+        for name in moved & self._records.keys():
+            self._rows[name] = self._row(self._records[name], self._calls.get(name, []), status)
+        if self._events:
+            new = reader.events(self._events[-1].id)
+        else:  # the first read: the tail, and every ask of the run
+            new = reader.last_events(EVENT_TAIL)
+            self._note_asks(reader.events(kinds=(ASK, ANSWERED)))
+        self._events.extend(new)
+        kinds = {e.kind.split(".")[0] for e in new}
+        self._note_asks(e for e in new if e.kind in (ASK, ANSWERED))
+        if full or "task" in kinds:
+            self._tasks = tuple(reader.tasks())
+        if full or "merge" in kinds:
+            self._merges = tuple(reader.merges())
+        record = self._records.get(selected or "")
+        if record is None:
+            self._detail_of = None
+        elif full or record.name in moved or self._detail_of is None or self._detail_of.name != record.name:
+            self._detail_of = self._detail.read(reader, record, run)
+        return RunState(
+            run=run,
+            status=status,
+            agents=tuple(self._rows[name] for name in self._depth),
+            tasks=self._tasks,
+            merges=self._merges,
+            # a crashed run's asks cannot be answered; its resume closes them
+            asks=tuple(as_pending(e) for e in self._asked.values()) if status == "running" else (),
+            events=tuple(self._events),
+            detail=self._detail_of,
+            streaming=self._streaming(record),
+        )
+
+    def _streaming(self, agent: AgentRecord | None) -> str:
+        if agent is None or agent.status != "running" or self._last_role.get(agent.name) == "assistant":
+            return ""
+        return streaming_now(self.run_dir, agent.name)
+
+    def _read_agents(self, reader: StoreReader, full: bool) -> set[str]:
+        """Read the agents that moved since the last read (all of them when ``full``); their names."""
+        moved: set[str] = set()
         for turn_id, agent, role, at in reader.turn_heads(self._last_turn):
             self._last_turn = turn_id
             self._turns[agent] = self._turns.get(agent, 0) + (role == "assistant")
             self._last_role[agent] = role
             self._turn_at[agent] = at
-        records = reader.agents()
-        calls: dict[str, list[ToolCallRecord]] = {}
-        for call in reader.tool_calls(statuses=OPEN_CALLS):
-            calls.setdefault(call.agent, []).append(call)
-        rows = tuple(self._row(a, depth, calls.get(a.name, []), status) for a, depth in agent_tree(records))
-        self._events.extend(
-            reader.events(self._events[-1].id) if self._events else reader.last_events(EVENT_TAIL)
-        )
-        record = next((a for a in records if a.name == selected), None)
-        return RunState(
-            run=run,
-            status=status,
-            agents=rows,
-            tasks=tuple(reader.tasks()),
-            merges=tuple(reader.merges()),
-            asks=tuple(pending_asks(reader)),
-            events=tuple(self._events),
-            detail=self._detail.read(reader, record, run) if record else None,
-        )
+            moved.add(agent)
+        if full:
+            self._records = {a.name: a for a in reader.agents()}
+            self._calls = _by_agent(reader.tool_calls(statuses=OPEN_CALLS))
+            self._full_at = time.monotonic()
+            return set(self._records)
+        assert self._since is not None
+        moved |= reader.changed_agents(self._since)
+        if moved:
+            self._records.update((a.name, a) for a in reader.agents(moved))
+            calls = _by_agent(reader.tool_calls(statuses=OPEN_CALLS, agents=moved))
+            self._calls.update((name, calls.get(name, [])) for name in moved)
+        return moved
 
-    def _row(self, a: AgentRecord, depth: int, calls: list[ToolCallRecord], run_status: str) -> AgentRow:
+    def _note_asks(self, events: Iterable[EventRecord]) -> None:
+        for event in events:
+            if event.kind == ASK:
+                self._asked[str(event.data.get("id"))] = event
+            else:
+                self._asked.pop(str(event.data.get("id")), None)
+
+    def _row(self, a: AgentRecord, calls: list[ToolCallRecord], run_status: str) -> AgentRow:
         u = a.usage
         prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
         crashed = run_status == CRASHED and a.status in LIVE_AGENT
         return AgentRow(
             name=a.name,
-            depth=depth,
+            depth=self._depth.get(a.name, 0),
             kind=a.kind,
             role=a.role or "-",
             model=a.model,
@@ -142,6 +223,13 @@ class RunFollower:
             cost_usd=u.cost_usd,
             changed_at=max(a.updated_at, self._turn_at.get(a.name, 0.0)),
         )
+
+
+def _by_agent(calls: list[ToolCallRecord]) -> dict[str, list[ToolCallRecord]]:
+    out: dict[str, list[ToolCallRecord]] = {}
+    for call in calls:
+        out.setdefault(call.agent, []).append(call)
+    return out
 
 
 class _DataVersion:

@@ -8,32 +8,15 @@ from typing import ClassVar
 from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, RichLog, Static
+from textual.widgets import DataTable, Static
 
 from ..logs import describe_event
 from ..runs import PendingAsk, age_text, duration_text
 from ..store import EventRecord, MergeRecord, TaskRecord
 from .activity import describe_call
 from .detail import AgentDetail, Line
-from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, cost_text, name_text, status_text, tokens_text
-from .state import AgentRow, RunState
-
-AGENT_COLUMNS = ("agent", "kind", "role", "model", "status", "turns", "tokens", "cache", "cost", "activity")
-
-
-def agent_cells(row: AgentRow) -> tuple[Text | str, ...]:
-    return (
-        name_text(row.name, row.depth, row.status),
-        row.kind,
-        row.role,
-        row.model,
-        status_text(row.status),
-        Text(str(row.turns), justify="right"),
-        Text(tokens_text(row.tokens), justify="right"),
-        Text(f"{row.cache_share:.0%}", justify="right"),
-        Text(cost_text(row.cost_usd), justify="right"),
-        row.activity,
-    )
+from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, cost_text, tokens_text
+from .state import RunState
 
 
 class KeyTable(DataTable[Text | str]):
@@ -60,8 +43,8 @@ class KeyTable(DataTable[Text | str]):
         for i, column in enumerate(columns):
             width = fixed.get(column) or max([len(column), *(_cell_len(cells[i]) for _, cells in rows)])
             self.add_column(column, key=column, width=width)
-        for key, cells in rows:
-            self.add_row(*cells, key=key)
+        for key, cells in rows:  # a str cell as Text: DataTable would read it as markup
+            self.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells), key=key)
 
     @property
     def cursor_key(self) -> str | None:
@@ -78,46 +61,26 @@ def _cell_len(cell: Text | str) -> int:
     return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
-AGENT_WIDTHS = {"status": 7, "turns": 5, "tokens": 6, "cache": 5, "cost": 8, "activity": 72}
-"""The columns whose cells change as a run goes on: as wide as their widest value can be."""
+class Panel(Static):
+    """A Static that repaints only when what it shows has changed; ``FIXED``: its size never does."""
 
-
-class AgentTable(KeyTable):
-    """The agent tree, one row per agent, keyed by name; updated cell by cell, the cursor kept."""
+    FIXED = False
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", **kwargs)  # type: ignore[arg-type]
-        self._rows: dict[str, AgentRow] = {}
-        self._order: list[str] = []
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._shown: Text | None = None
 
-    @property
-    def selected(self) -> str | None:
-        return self.cursor_key
-
-    def apply(self, rows: Sequence[AgentRow]) -> list[AgentRow]:
-        """Show ``rows``; returns those that changed (all of them when the tree changed shape)."""
-        order = [r.name for r in rows]
-        if order != self._order:
-            selected = self.selected
-            self.fill(AGENT_COLUMNS, [(r.name, agent_cells(r)) for r in rows], AGENT_WIDTHS)
-            self._order = order
-            self._rows = {r.name: r for r in rows}
-            self.keep_cursor_on(selected, order)
-            return list(rows)
-        changed = []
-        for row in rows:
-            old = self._rows[row.name]
-            if row == old:
-                continue
-            changed.append(row)
-            for column, new, was in zip(AGENT_COLUMNS, agent_cells(row), agent_cells(old), strict=True):
-                if new != was:
-                    self.update_cell(row.name, column, new)
-            self._rows[row.name] = row
-        return changed
+    def put(self, content: Text) -> bool:
+        """Show ``content`` (Text: never read as markup); whether it differed from what was shown."""
+        if content == self._shown:
+            return False
+        self._shown = content
+        self.update(content, layout=not self.FIXED)
+        return True
 
 
-class Totals(Static):
+class Totals(Panel):
+    FIXED = True
     """The run's header: its status and age, agents by status, cost against budget, asks waiting."""
 
     def show(self, state: RunState, now: float) -> None:
@@ -132,7 +95,7 @@ class Totals(Static):
             f"   ran {duration_text(end - run.created_at)}, started {age_text(now - run.created_at)} ago"
         )
         line.append(f"   {' '.join(run.task.split())}", style="italic")
-        line.append("\nagents ")
+        first, line = line, Text("agents ")
         counts = state.by_status()
         for i, (status, n) in enumerate(sorted(counts.items(), key=lambda kv: _STATUS_ORDER.get(kv[0], 9))):
             line.append(", " if i else "")
@@ -156,9 +119,10 @@ class Totals(Static):
             )
         if state.status == "crashed":
             line.append("   r resumes it", style="bold")
-        line.no_wrap = True
-        line.overflow = "ellipsis"
-        self.update(line)
+        width = max(20, self.content_size.width)
+        for part in (first, line):
+            part.truncate(width, overflow="ellipsis")
+        self.put(Text("\n").join((first, line)))
 
 
 _STATUS_ORDER = {
@@ -167,34 +131,40 @@ _STATUS_ORDER = {
 }
 
 
-class AgentTitle(Static):
+class AgentTitle(Panel):
+    FIXED = True
     """Whose detail this is: ``coder-1  worktree agent  merging``."""
 
-    def show(self, detail: AgentDetail | None) -> None:
+    def show(self, detail: AgentDetail | None, status: str) -> None:
+        """``status``: as the agent tree shows it (``crashed`` for a live agent of a crashed run)."""
         if detail is None:
-            self.update("")
+            self.put(Text())
             return
         line = Text()
         line.append(detail.name, style="bold")
         line.append(f"  {detail.kind} agent  ", style="dim")
-        line.append(detail.status, style=STATUS_STYLE.get(detail.status, ""))
+        line.append(status, style=STATUS_STYLE.get(status, ""))
         if detail.status_reason:
             line.append(f": {detail.status_reason}", style="dim")
         line.no_wrap = True
         line.overflow = "ellipsis"
-        self.update(line)
+        self.put(line)
 
 
-class Transcript(Static):
+class Transcript(Panel):
     """The selected agent's transcript, tool calls folded unless ``unfolded``."""
 
-    def show(self, detail: AgentDetail | None, asks: Sequence[PendingAsk], *, unfolded: bool) -> None:
+    def show(
+        self, detail: AgentDetail | None, asks: Sequence[PendingAsk], streaming: str, *, unfolded: bool
+    ) -> bool:
+        """``streaming``: the text the model is writing now. Whether what it shows changed."""
         if detail is None:
-            self.update(Text("no agent selected", style="dim"))
-            return
+            return self.put(Text("no agent selected", style="dim"))
         text = Text()
         for line in detail.transcript:
             _line(text, line, unfolded)
+        if streaming:
+            _line(text, Line("streaming", streaming), unfolded)
         for ask in asks:
             text.append(
                 f"\n? asks to run {describe_call(ask.tool, ask.input)}: {ask.reason} (a approves, d denies)",
@@ -202,7 +172,7 @@ class Transcript(Static):
             )
         if not detail.transcript:
             text.append("(nothing yet)", style="dim")
-        self.update(text)
+        return self.put(text)
 
 
 def _line(text: Text, line: Line, unfolded: bool) -> None:
@@ -214,10 +184,10 @@ def _line(text: Text, line: Line, unfolded: bool) -> None:
         text.append("\n" + "\n".join("    " + part for part in line.more.splitlines()), style="dim")
 
 
-class MailView(Static):
+class MailView(Panel):
     def show(self, detail: AgentDetail | None, now: float) -> None:
         if detail is None:
-            self.update("")
+            self.put(Text())
             return
         text = Text()
         unread = sum(letter.at is None for letter in detail.inbox)
@@ -231,13 +201,13 @@ class MailView(Static):
         for letter in detail.outbox:
             when = f"{age_text(now - letter.at)} ago" if letter.at else ""
             text.append(f"\n  {when:>8}  to   {letter.peer:<14} {letter.kind:<8} {letter.summary}")
-        self.update(text)
+        self.put(text)
 
 
-class WorktreeView(Static):
+class WorktreeView(Panel):
     def show(self, detail: AgentDetail | None, merges: Sequence[MergeRecord]) -> None:
         if detail is None or detail.kind != "worktree":
-            self.update(Text("not a worktree agent", style="dim"))
+            self.put(Text("not a worktree agent", style="dim"))
             return
         text = Text()
         text.append(f"branch     {detail.branch or '-'}\nworktree   {detail.workspace or '-'}\n")
@@ -249,7 +219,7 @@ class WorktreeView(Static):
                 said + "\n", style=STATUS_STYLE.get("done" if merge.status == "merged" else "merging", "")
             )
         text.append("\n" + detail.diff_stat)
-        self.update(text)
+        self.put(text)
 
 
 class TaskTable(KeyTable):
@@ -285,20 +255,18 @@ EVENT_STYLE = {
 }
 
 
-class EventLog(RichLog):
-    """The tail of the run's event log; writes only the events it has not shown yet."""
+class EventLog(Panel):
+    """The newest events of the run, as many as fit, newest last (``teamrt logs`` has them all).
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(max_lines=500, wrap=False, **kwargs)  # type: ignore[arg-type]
-        self._last = 0
+    A tail rather than a scrolling log: its size never changes, so new events
+    repaint it without a layout of the screen.
+    """
+
+    FIXED = True
 
     def show(self, state: RunState) -> None:
-        new = [e for e in state.events if e.id > self._last]
-        if not new:
-            return
-        following = self.scroll_y >= self.max_scroll_y
-        for event in new:
-            self.write(_event_line(event, state.run.created_at), scroll_end=False)
-        self._last = new[-1].id
-        if following:  # the user had not scrolled back: keep the newest in view, once laid out
-            self.call_after_refresh(self.scroll_end, animate=False)
+        width, height = self.content_size
+        lines = [_event_line(e, state.run.created_at) for e in state.events[-max(1, height) :]]
+        for line in lines:
+            line.truncate(max(1, width), overflow="ellipsis")
+        self.put(Text("\n").join(lines))

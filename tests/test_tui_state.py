@@ -1,0 +1,153 @@
+"""The run view's reads: what a follower reading only what moved sees is what a fresh full read sees."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+from teamrt.runtime.stream import TextStream
+from teamrt.store import FinishedCall, Store, ToolUse, Usage, create_store
+from teamrt.tui import state
+from teamrt.tui.state import RunFollower, RunState
+
+AGENTS = 12
+
+
+def comparable(s: RunState) -> tuple[object, ...]:
+    return (s.status, s.agents, s.tasks, s.merges, s.asks, s.detail)
+
+
+async def churn(
+    store: Store, rng: random.Random, names: list[str], epochs: dict[str, int], step: int
+) -> None:
+    """One random step of what the runtime writes."""
+    name = rng.choice(names)
+    what = rng.randrange(6)
+    if what == 0 and len(names) < AGENTS:
+        new = f"agent-{len(names)}"
+        await store.add_agent(new, kind=rng.choice(("team", "fork", "worktree")), model="sim", parent=name)
+        epochs[new] = await store.begin_epoch(new)
+        names.append(new)
+    elif what == 1:
+        call = f"toolu_{step}"
+        use = ToolUse(call, "bash", {"command": f"echo {step}"}, False)
+        usage = Usage(
+            input_tokens=rng.randrange(100, 900), cache_read_tokens=rng.randrange(500), cost_usd=0.001
+        )
+        await store.append_turn(
+            name, epoch=epochs[name], role="assistant", content=[], usage=usage, tool_uses=[use]
+        )
+        if rng.random() < 0.5:
+            await store.move_tool_call(call, "running")
+        if rng.random() < 0.5:
+            result = [{"type": "tool_result", "tool_use_id": call, "content": "ok"}]
+            done = [FinishedCall(call, "done", [{"type": "text", "text": "ok"}])]
+            await store.append_turn(name, epoch=epochs[name], role="user", content=result, finished=done)
+    elif what == 2:
+        await store.set_agent_status(name, rng.choice(("idle", "running", "merging")))
+    elif what == 3:
+        await store.create_task(f"task {step}", "do it", created_by=name, blocked_by=[])
+    elif what == 4:
+        ask = {
+            "id": f"ask-{step}",
+            "tool": "bash",
+            "input": {"command": "rm x"},
+            "reason": "asks",
+            "wait_s": 60,
+        }
+        await store.append_event("ask", ask, agent=name)
+    else:
+        await store.append_turn(
+            name, epoch=epochs[name], role="user", content=[{"type": "text", "text": "mail"}]
+        )
+
+
+def test_reading_only_what_moved_sees_what_a_full_read_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state, "FULL_READ_S", 3600.0)  # never a full read but the first
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    async def go() -> int:
+        store = create_store(run_dir, "run1", task="t", workdir=str(tmp_path))
+        await store.add_agent("lead", kind="lead", model="sim")
+        epochs = {"lead": await store.begin_epoch("lead")}
+        names = ["lead"]
+        rng = random.Random(7)
+        follower = RunFollower(run_dir, "run1")
+        compared = 0
+        try:
+            for step in range(300):
+                await churn(store, rng, names, epochs, step)
+                if step % 7 == 0:
+                    selected = rng.choice(names)
+                    ours = await asyncio.to_thread(follower.read, selected)
+                    fresh = RunFollower(run_dir, "run1")
+                    try:
+                        theirs = await asyncio.to_thread(fresh.read, selected)
+                    finally:
+                        fresh.close()
+                    assert comparable(ours) == comparable(theirs), f"step {step}"
+                    compared += 1
+        finally:
+            follower.close()
+            store.close()
+        return compared
+
+    assert asyncio.run(go()) == 43
+
+
+def test_changed_moves_with_a_commit_or_with_the_selected_agents_text(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    async def go() -> list[bool]:
+        store = create_store(run_dir, "run1", task="t", workdir=str(tmp_path))
+        await store.add_agent("lead", kind="lead", model="sim")
+        follower = RunFollower(run_dir, "run1")
+        seen = [follower.changed("lead")]  # the first call: yes
+        seen.append(follower.changed("lead"))  # nothing since
+        await store.append_event("x", {}, agent="lead")
+        seen.append(follower.changed("lead"))
+        seen.append(follower.changed("lead"))
+        stream = TextStream(run_dir, "lead")
+        stream.write("thinking about")
+        seen.append(follower.changed("lead"))
+        seen.append(follower.changed("lead"))
+        stream.close()
+        follower.close()
+        store.close()
+        return seen
+
+    assert asyncio.run(go()) == [True, False, True, False, True, False]
+
+
+def test_the_selected_agents_streamed_text_is_read_until_its_turn_is_kept(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    async def go() -> list[str]:
+        store = create_store(run_dir, "run1", task="t", workdir=str(tmp_path))
+        await store.add_agent("lead", kind="lead", model="sim")
+        epoch = await store.begin_epoch("lead")
+        await store.append_turn("lead", epoch=epoch, role="user", content=[{"type": "text", "text": "go"}])
+        follower = RunFollower(run_dir, "run1")
+        stream = TextStream(run_dir, "lead")
+        seen = [follower.read("lead").streaming]
+        stream.write("First I will read")
+        seen.append(follower.read("lead").streaming)
+        stream.write(" the tests.")
+        said = [{"type": "text", "text": "First I will read the tests."}]
+        await store.append_turn("lead", epoch=epoch, role="assistant", content=said)
+        stream.end_turn()
+        seen.append(follower.read("lead").streaming)
+        stream.close()
+        follower.close()
+        store.close()
+        return seen
+
+    assert asyncio.run(go()) == ["", "First I will read", ""]
