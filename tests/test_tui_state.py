@@ -151,3 +151,40 @@ def test_the_selected_agents_streamed_text_is_read_until_its_turn_is_kept(tmp_pa
         return seen
 
     assert asyncio.run(go()) == ["", "First I will read", ""]
+
+
+def test_each_tool_result_is_shown_under_the_call_it_answers() -> None:
+    from teamrt.store import TurnRecord
+    from teamrt.tui.detail import transcript
+
+    def turn(seq: int, role: str, content: list[object]) -> TurnRecord:
+        return TurnRecord(
+            id=seq, agent="a", seq=seq, epoch=1, role=role, content=content, stop_reason=None, model=None,
+            usage=Usage(), created_at=0.0,
+        )  # fmt: skip
+
+    calls = [
+        {"type": "text", "text": "Two at once."},
+        {
+            "type": "tool_use",
+            "id": "t1",
+            "name": "write",
+            "input": {"file_path": "kit/dates.py", "content": "x"},
+        },
+        {"type": "tool_use", "id": "t2", "name": "bash", "input": {"command": "python3 -m unittest"}},
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": "t2", "content": "Ran 3 tests\nOK", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "overwrote kit/dates.py"},
+        {"type": "tool_result", "tool_use_id": "t9", "content": "a result whose call is not kept"},
+    ]
+    lines = transcript([turn(1, "assistant", calls), turn(2, "user", results)])
+    assert [(line.kind, line.text) for line in lines] == [
+        ("assistant", "Two at once."),
+        ("call", "write: kit/dates.py"),
+        ("result", "overwrote kit/dates.py"),
+        ("call", "bash: python3 -m unittest"),
+        ("error", "2 lines: Ran 3 tests"),
+        ("result", "a result whose call is not kept"),
+    ]
+    assert lines[4].more == "Ran 3 tests\nOK"

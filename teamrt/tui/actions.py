@@ -61,8 +61,7 @@ def resume(run_id: str) -> str:
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ActionFailed(f"could not start teamrt resume: {e}") from None
-    said = (done.stdout.strip() or done.stderr.strip()).splitlines()
-    line = said[-1] if said else f"teamrt resume exited with {done.returncode}"
     if done.returncode != 0:
-        raise ActionFailed(line)
-    return line
+        said = done.stderr.strip().splitlines() or [f"teamrt resume exited with {done.returncode}"]
+        raise ActionFailed(said[-1])
+    return f"resumed run {run_id}: it goes on in the background"

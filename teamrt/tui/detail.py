@@ -115,11 +115,18 @@ class DetailReader:
 
 
 def transcript(turns: list[TurnRecord]) -> list[Line]:
+    """The turns' lines, each tool result right under the call it answers (a turn asks for several
+    calls at once and their results come together in the next)."""
+    blocks = [(t.role, b) for t in turns for b in t.content if isinstance(b, dict)]
+    results = {b.get("tool_use_id"): b for _, b in blocks if b.get("type") == "tool_result"}
+    called = {b.get("id") for _, b in blocks if b.get("type") == "tool_use"}
     lines: list[Line] = []
-    for turn in turns:
-        for block in turn.content:
-            if isinstance(block, dict):
-                lines += _block_lines(turn.role, block)
+    for role, block in blocks:
+        if block.get("type") == "tool_result" and block.get("tool_use_id") in called:
+            continue  # shown under its call
+        lines += _block_lines(role, block)
+        if block.get("type") == "tool_use" and block.get("id") in results:
+            lines += _block_lines("user", results[block.get("id")])
     return lines
 
 
