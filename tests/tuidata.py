@@ -25,6 +25,15 @@ def text(t: str) -> list[object]:
     return [{"type": "text", "text": t}]
 
 
+async def asks_for(store: Store, agent: str, said: str, call: str, command: str, spent: Usage) -> None:
+    """An assistant turn of ``agent`` saying ``said`` and asking for ``bash`` with ``command``."""
+    block = {"type": "tool_use", "id": call, "name": "bash", "input": {"command": command}}
+    use = ToolUse(call, "bash", {"command": command}, False)
+    await store.append_turn(
+        agent, epoch=1, role="assistant", content=[*text(said), block], usage=spent, tool_uses=[use]
+    )
+
+
 async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
     """A lead, a reviewer teammate, three worktree coders and a fork, mid-run; the store stays open."""
     run_dir = runs_dir / run_id
@@ -56,22 +65,8 @@ async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
         await store.begin_epoch(name)
 
     await store.append_turn("lead", epoch=1, role="user", content=text("Fix the failing tests in kit"))
-    await store.append_turn(
-        "lead",
-        epoch=1,
-        role="assistant",
-        content=[
-            *text("I will run the suite first, then split the work by module."),
-            {
-                "type": "tool_use",
-                "id": "toolu_l1",
-                "name": "bash",
-                "input": {"command": "python3 -m unittest"},
-            },
-        ],
-        usage=usage(4000, 0, 0.0210),
-        tool_uses=[ToolUse("toolu_l1", "bash", {"command": "python3 -m unittest"}, False)],
-    )
+    await asks_for(store, "lead", "I will run the suite first, then split the work by module.", "toolu_l1",
+                   "python3 -m unittest", usage(4000, 0, 0.0210))  # fmt: skip
     result = "FAILED (failures=5)\ntest_dates ... FAIL\ntest_numbers ... FAIL\ntest_stats ... FAIL"
     await store.move_tool_call("toolu_l1", "running")
     await store.append_turn(
@@ -86,22 +81,8 @@ async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
             )
         ],
     )
-    await store.append_turn(
-        "lead",
-        epoch=1,
-        role="assistant",
-        content=[
-            *text("Three modules fail. One coder each; the reviewer checks every diff."),
-            {
-                "type": "tool_use",
-                "id": "toolu_l2",
-                "name": "bash",
-                "input": {"command": "git log --oneline -5"},
-            },
-        ],
-        usage=usage(6000, 4000, 0.0120),
-        tool_uses=[ToolUse("toolu_l2", "bash", {"command": "git log --oneline -5"}, False)],
-    )
+    await asks_for(store, "lead", "Three modules fail. One coder each; the reviewer checks every diff.",
+                   "toolu_l2", "git log --oneline -5", usage(6000, 4000, 0.0120))  # fmt: skip
     await store.move_tool_call("toolu_l2", "running")
 
     for i, subject in enumerate(("fix kit.dates", "fix kit.numbers", "fix kit.stats"), start=1):

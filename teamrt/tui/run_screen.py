@@ -22,7 +22,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -31,11 +30,12 @@ from ..store import StoreError
 from . import actions
 from .agent_list import AgentList
 from .dialogs import ConfirmDialog, MessageDialog
+from .screen import TeamScreen
 from .state import RunFollower, RunState
 from .widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
 
 if TYPE_CHECKING:
-    from .app import TeamApp
+    pass
 
 POLL_S = 0.05
 MIN_GAP_S = 0.15  # between two reads while commits keep coming: each read is a repaint
@@ -57,7 +57,7 @@ class ReadFailed(Message):
         self.problem = problem
 
 
-class RunScreen(Screen[None]):
+class RunScreen(TeamScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "back"),
         Binding("j", "move(1)", "down", show=False),
@@ -85,10 +85,6 @@ class RunScreen(Screen[None]):
         self._filter = ""
         self._unfolded = False
         self._shown_agent: str | None = None
-
-    @property
-    def team_app(self) -> TeamApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Totals(id="totals")
@@ -205,11 +201,6 @@ class RunScreen(Screen[None]):
         else:
             self.team_app.open_runs()
 
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.remove_class("hidden")
-        box.focus()
-
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self._filter = event.value.strip().lower()
@@ -241,7 +232,7 @@ class RunScreen(Screen[None]):
 
         def send(text: str | None) -> None:
             if text:
-                self._act(lambda: actions.message(self.run_dir, self.run_id, agent, text))
+                self.act(lambda: actions.message(self.run_dir, self.run_id, agent, text))
 
         self.app.push_screen(MessageDialog(agent, blink=self.team_app.blink), send)
 
@@ -253,7 +244,7 @@ class RunScreen(Screen[None]):
 
         def stop(yes: bool | None) -> None:
             if yes:
-                self._act(lambda: actions.stop(self.run_dir, self.run_id, agent))
+                self.act(lambda: actions.stop(self.run_dir, self.run_id, agent))
 
         self.app.push_screen(ConfirmDialog(f"Stop agent [b]{agent}[/b] of run {self.run_id}?"), stop)
 
@@ -264,7 +255,7 @@ class RunScreen(Screen[None]):
             said = "the run crashed: r resumes it" if crashed else "no permission ask is waiting"
             self.notify(said, severity="warning")
             return
-        self._act(lambda: actions.answer(self.run_dir, self.run_id, ask, allow))
+        self.act(lambda: actions.answer(self.run_dir, self.run_id, ask, allow))
 
     def _ask(self) -> PendingAsk | None:
         """The selected agent's oldest waiting ask, else the run's oldest."""
@@ -272,23 +263,9 @@ class RunScreen(Screen[None]):
         return next((a for a in asks if a.agent == self._selected), asks[0] if asks else None)
 
     def action_resume(self) -> None:
-        status = self.state.status if self.state else "unknown"
-        if status != "crashed":
-            self.notify(
-                f"run {self.run_id} is {status}; only a crashed run can be resumed", severity="warning"
-            )
-            return
-        self.notify(f"starting teamrt resume {self.run_id} --detach ...")
-        self._act(lambda: actions.resume(self.run_id))
+        self.resume(self.run_id, self.state.status if self.state else "unknown")
 
-    @work(thread=True, group="actions")
-    def _act(self, do: actions.Action) -> None:
-        try:
-            said = do()
-        except actions.ActionFailed as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8, markup=False)
-        else:
-            self.app.call_from_thread(self.notify, said, markup=False)
+    def acted(self) -> None:
         self._wake.set()
 
 

@@ -9,17 +9,16 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from ..runs import RunSummary, age_text, list_runs
-from . import actions
 from .look import cost_text, status_text, tokens_text
+from .screen import TeamScreen
 from .widgets import KeyTable
 
 if TYPE_CHECKING:
-    from .app import TeamApp
+    pass
 
 REREAD_S = 1.0
 TASK_CHARS = 60
@@ -48,7 +47,7 @@ class RunsRead(Message):
         return isinstance(message, RunsRead)
 
 
-class RunsScreen(Screen[None]):
+class RunsScreen(TeamScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "open", show=True, priority=False),
         Binding("r", "resume", "resume"),
@@ -62,10 +61,6 @@ class RunsScreen(Screen[None]):
         super().__init__()
         self.runs: list[RunSummary] = []
         self._filter = ""
-
-    @property
-    def team_app(self) -> TeamApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Static(id="runs-title")
@@ -120,30 +115,11 @@ class RunsScreen(Screen[None]):
     def action_resume(self) -> None:
         run = self._selected()
         summary = next((s for s in self.runs if s.id == run), None)
-        if summary is None:
-            return
-        if summary.status != "crashed":
-            self.notify(
-                f"run {run} is {summary.status}; only a crashed run can be resumed", severity="warning"
-            )
-            return
-        self.notify(f"starting teamrt resume {run} --detach ...")
-        self._resume(summary.id)
+        if summary is not None:
+            self.resume(summary.id, summary.status)
 
-    @work(thread=True, group="actions")
-    def _resume(self, run: str) -> None:
-        try:
-            said = actions.resume(run)
-        except actions.ActionFailed as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8, markup=False)
-        else:
-            self.app.call_from_thread(self.notify, said, markup=False)
+    def acted(self) -> None:
         self.team_app.rereads.set()
-
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.remove_class("hidden")
-        box.focus()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
