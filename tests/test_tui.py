@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
+import pty
+import select
+import struct
 import subprocess
 import sys
+import termios
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -531,3 +537,68 @@ def test_text_with_brackets_is_shown_as_it_is_never_read_as_markup(home: Path) -
         drive(app, steps)
     finally:
         store.close()
+
+
+def test_s_saves_a_picture_of_the_screen_in_the_current_directory(
+    live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app, said = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        await pilot.press("s")
+        await until(pilot, lambda: any(s.startswith("saved a picture of the screen: ") for s in said))
+
+    drive(app, steps)
+    [picture] = tmp_path.glob("*.svg")
+    assert picture.read_text().startswith("<svg") and "run-demo" in picture.read_text()
+
+
+@pytest.mark.slow
+def test_run_with_tui_starts_the_run_shows_it_and_leaves_it_going_on_q(home: Path, tmp_path: Path) -> None:
+    """As a person would: ``teamrt run TEAMFILE --tui`` on a terminal, ``q``, the run still going."""
+    project = chaos.prepare("coding", tmp_path)
+    team = (
+        team_file("coding")
+        .read_text()
+        .replace("[permissions]\n", '[permissions]\nask = ["Bash(python3 -m unittest)"]\n')
+    )
+    (tmp_path / "asking.toml").write_text(
+        team
+    )  # the lead's first call waits for an answer: the run stays live
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 130, 0, 0))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "teamrt", "run", str(tmp_path / "asking.toml"), "--tui"],
+        cwd=project, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        env={**os.environ, "TERM": "xterm-256color"},
+    )  # fmt: skip
+    os.close(slave)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"1 ask waiting" not in screen and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                screen += os.read(master, 65536)
+        assert b"1 ask waiting" in screen, screen[-2000:]
+        os.write(master, b"q")
+        assert child.wait(timeout=20) == 0
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                screen += os.read(master, 65536)
+            except OSError:
+                break
+    finally:
+        child.kill()
+        os.close(master)
+    [run_dir] = (home / "runs").iterdir()
+    assert f"watch it again with teamrt tui {run_dir.name}".encode() in screen
+    from teamrt.runs import reading, run_status
+
+    with reading(run_dir, run_dir.name) as reader:
+        assert run_status(reader.run()) == "running"  # the TUI went, the run did not
+    stopped = teamrt("stop", run_dir.name, cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+    ended = teamrt("logs", run_dir.name, "-f", cwd=tmp_path, timeout=60)  # it ends: nothing left behind
+    assert ended.returncode == 1 and "stopped" in ended.stdout, ended.stdout[-500:]
