@@ -85,6 +85,7 @@ class RunScreen(TeamScreen):
         self._filter = ""
         self._unfolded = False
         self._shown_agent: str | None = None
+        self._answered: set[str] = set()  # asks answered from here
 
     def compose(self) -> ComposeResult:
         yield Totals(id="totals")
@@ -255,11 +256,21 @@ class RunScreen(TeamScreen):
             said = "the run crashed: r resumes it" if crashed else "no permission ask is waiting"
             self.notify(said, severity="warning")
             return
-        self.act(lambda: actions.answer(self.run_dir, self.run_id, ask, allow))
+        self._answered.add(ask.id)
+
+        def answer() -> str:
+            try:
+                return actions.answer(self.run_dir, self.run_id, ask, allow)
+            except actions.ActionFailed:
+                self._answered.discard(ask.id)  # not answered after all: the next press may try again
+                raise
+
+        self.act(answer)
 
     def _ask(self) -> PendingAsk | None:
-        """The selected agent's oldest waiting ask, else the run's oldest."""
-        asks = self.state.asks if self.state else ()
+        """The selected agent's oldest waiting ask, else the run's oldest; one already answered from
+        here is passed over while its answer is on its way (a second press answers the next ask)."""
+        asks = [a for a in (self.state.asks if self.state else ()) if a.id not in self._answered]
         return next((a for a in asks if a.agent == self._selected), asks[0] if asks else None)
 
     def action_resume(self) -> None:
