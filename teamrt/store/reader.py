@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, or_, select, union
+from sqlalchemy import Connection, Engine, Row, select, union_all
 
 from . import engine as eng
 from . import migrate
@@ -70,24 +70,29 @@ class StoreReader:
             rows = conn.execute(query.order_by(t.agents.c.created_at)).all()
         return [t.agent_record(r) for r in rows]
 
-    def changed_agents(self, since: float) -> set[str]:
-        """Agents whose record changed, or whose calls were asked for or started, at ``since`` or later.
+    def changed_agents(self, since: float) -> tuple[set[str], float]:
+        """Agents whose record changed, or whose calls were asked for or started, at ``since`` or later,
+        and the latest such time (``since`` when there is none).
 
         With ``turn_heads`` (a new turn brings an agent's usage and finishes its
         calls) this is what a watcher needs to read only the agents that moved.
-        Times are the writer's clock when it wrote, a little before its commit.
+        Times are the writer's clock as it wrote; one writer writes in order, so
+        what it commits after this read is stamped no earlier than what this
+        read saw: passing the time returned to the next call misses nothing.
         """
         a, c = t.agents.c, t.tool_calls.c
-        query = union(
-            select(a.name).where(a.run_id == self.run_id, a.updated_at >= since),
-            select(c.agent).where(
-                c.run_id == self.run_id,
-                c.status.in_(("pending", "running")),
-                or_(c.created_at >= since, c.started_at >= since),
+        query = union_all(
+            select(a.name, a.updated_at).where(a.run_id == self.run_id, a.updated_at >= since),
+            select(c.agent, c.created_at).where(
+                c.run_id == self.run_id, c.status.in_(("pending", "running")), c.created_at >= since
+            ),
+            select(c.agent, c.started_at).where(
+                c.run_id == self.run_id, c.status.in_(("pending", "running")), c.started_at >= since
             ),
         )
         with self._read() as conn:
-            return set(conn.execute(query).scalars())
+            rows = conn.execute(query).all()
+        return {r[0] for r in rows}, max((r[1] for r in rows), default=since)
 
     def agent(self, name: str) -> AgentRecord:
         with self._read() as conn:

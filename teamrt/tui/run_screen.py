@@ -1,10 +1,11 @@
 """The run view: header totals, the agent tree, the selected agent's detail, tasks and events.
 
-A worker thread owns a ``RunFollower``: it polls SQLite's data version every
-``POLL_S`` and reads the run when something was committed, when the user
-selects another agent, or every ``REREAD_S`` (ages move, and a dead owner
-commits nothing). Each read is posted as one ``StateRead`` message, which
-replaces one still queued: a burst of commits costs one repaint.
+A worker thread owns a ``RunFollower``: it polls SQLite's data version (and
+the selected agent's stream file) every ``POLL_S``, and reads the run when
+something moved, at most every ``MIN_GAP_S`` and only once the last read has
+been shown; at once when the user selects another agent or acts; and every
+``REREAD_S`` anyway (ages move, and a dead owner commits nothing). Each read
+is posted as one ``StateRead`` message, which replaces one still queued.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
@@ -33,9 +34,6 @@ from .dialogs import ConfirmDialog, MessageDialog
 from .screen import TeamScreen
 from .state import RunFollower, RunState
 from .widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
-
-if TYPE_CHECKING:
-    pass
 
 POLL_S = 0.05
 MIN_GAP_S = 0.15  # between two reads while commits keep coming: each read is a repaint

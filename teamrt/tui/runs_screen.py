@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -16,9 +16,6 @@ from ..runs import RunSummary, age_text, list_runs
 from .look import cost_text, status_text, tokens_text
 from .screen import TeamScreen
 from .widgets import KeyTable
-
-if TYPE_CHECKING:
-    pass
 
 REREAD_S = 1.0
 TASK_CHARS = 60
@@ -94,10 +91,14 @@ class RunsScreen(TeamScreen):
         ]
         table.fill(COLUMNS, [(s.id, _cells(s, now)) for s in shown], {})
         table.keep_cursor_on(selected, [s.id for s in shown])
-        title = f"[b]teamrt[/b]  {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        title = Text("teamrt", style="bold").append(
+            f"  {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        )
         if not self.runs:
             where = self.team_app.runs_dir
-            title += f"\n\nno runs yet in {where}; start one with: teamrt run TEAMFILE --tui, or teamrt demo"
+            title.append(
+                f"\n\nno runs yet in {where}; start one with: teamrt run TEAMFILE --tui, or teamrt demo"
+            )
         self.query_one("#runs-title", Static).update(title)
 
     def _selected(self) -> str | None:

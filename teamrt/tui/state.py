@@ -16,7 +16,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..runs import CRASHED, LIVE_AGENT, PendingAsk, agent_tree, as_pending, run_status
@@ -39,8 +39,6 @@ from .detail import AgentDetail, DetailReader, streaming_now
 EVENT_TAIL = 200
 OPEN_CALLS = ("pending", "running")
 FULL_READ_S = 2.0  # every agent is read again this often, whatever changed_agents says
-SLACK_S = 0.1  # changes are looked for from this long before the last read: a write's time
-# is taken a little before its commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +70,6 @@ class RunState:
     events: tuple[EventRecord, ...]  # the newest ``EVENT_TAIL``, oldest first
     detail: AgentDetail | None  # of the selected agent
     streaming: str  # what the selected agent's model is writing now, not yet a turn
-    read_at: float = field(default_factory=time.time)
 
     def by_status(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -105,7 +102,7 @@ class RunFollower:
         self._merges: tuple[MergeRecord, ...] = ()
         self._detail_of: AgentDetail | None = None
         self._status = ""
-        self._since: float | None = None  # the next read looks for changes from then on
+        self._since: float | None = None  # the writer's time of the latest change read
         self._full_at = 0.0
 
     def close(self) -> None:
@@ -130,10 +127,8 @@ class RunFollower:
     def _read(self, reader: StoreReader, selected: str | None) -> RunState:
         run = reader.run()
         status = run_status(run)
-        read_at = time.time()
         full = self._since is None or time.monotonic() - self._full_at >= FULL_READ_S
         moved = self._read_agents(reader, full)
-        self._since = read_at - SLACK_S
         if len(self._depth) != len(self._records):
             self._depth = {a.name: depth for a, depth in agent_tree(list(self._records.values()))}
             moved = set(self._records)
@@ -186,12 +181,14 @@ class RunFollower:
             self._turn_at[agent] = at
             moved.add(agent)
         if full:
+            self._since = reader.changed_agents(self._since or 0.0)[1]
             self._records = {a.name: a for a in reader.agents()}
             self._calls = _by_agent(reader.tool_calls(statuses=OPEN_CALLS))
             self._full_at = time.monotonic()
             return set(self._records)
         assert self._since is not None
-        moved |= reader.changed_agents(self._since)
+        changed, self._since = reader.changed_agents(self._since)
+        moved |= changed
         if moved:
             self._records.update((a.name, a) for a in reader.agents(moved))
             calls = _by_agent(reader.tool_calls(statuses=OPEN_CALLS, agents=moved))
