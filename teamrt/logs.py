@@ -16,7 +16,6 @@ from typing import Any
 from . import runs
 from .runs import RunsError
 from .store import EventRecord, RunNotFound, StoreError
-from .store.ownership import LOCK_FILE
 from .store.records import MERGE_STATUSES
 
 LINE_CHARS = 160
@@ -81,17 +80,8 @@ def follow(
 
 
 def store_ready(run_dir: Path, run_id: str) -> bool:
-    """Whether the run's store exists, at the current schema, with its run in it.
-
-    A store is only opened once its creator has written itself into the run's
-    lock file: a reader that meets a store still empty would upgrade it under
-    that lock, and so refuse the lock to the process creating the run.
-    """
-    try:
-        if (run_dir / LOCK_FILE).stat().st_size == 0:
-            return False
-    except FileNotFoundError:
-        return False
+    """Whether the run's store exists, at the current schema, with its run in it (a store still being
+    created is not ready; reading it leaves it to its creator)."""
     try:
         with runs.reading(run_dir, run_id) as reader:
             reader.run()

@@ -135,3 +135,20 @@ def test_migrations_render_for_postgresql() -> None:
         assert f"CREATE TABLE {table} (" in ddl
     assert "BIGSERIAL" in ddl and "DOUBLE PRECISION" in ddl and "JSON" in ddl
     assert "sqlite" not in ddl.lower()
+
+
+def test_a_reader_leaves_a_store_being_created_to_its_creator(run_dir: Path) -> None:
+    """Between creating the empty file and taking the run's lock, a store has no schema: a reader
+    (the TUI's runs list polls every store) must neither upgrade it nor take the lock."""
+    from teamrt.store import RunNotFound
+    from teamrt.store.engine import create_file
+    from teamrt.store.ownership import OwnerLock
+
+    db = run_dir / "run.db"
+    create_file(db)
+    with pytest.raises(RunNotFound):
+        open_reader(run_dir, RUN)
+    assert db.stat().st_size == 0  # no schema written
+    lock = OwnerLock(run_dir, RUN)
+    lock.acquire()  # free for the creator
+    lock.release()

@@ -216,7 +216,10 @@ def open_reader(run_dir: Path, run: str) -> StoreReader:
 
     A store at an older schema whose run has no live owner is first upgraded
     under the run's lock (a schema change, not run data); one held by a live
-    older teamrt is refused, since that owner writes the old schema.
+    older teamrt is refused, since that owner writes the old schema. A file
+    with no schema at all is a run being created: RunNotFound, and the lock
+    is left to its creator (a reader that took it to "upgrade" the empty file
+    would make the creator's ``create_store`` fail as owned).
     """
     url = eng.store_url(run_dir)
     where = eng.describe(url)
@@ -227,6 +230,8 @@ def open_reader(run_dir: Path, run: str) -> StoreReader:
     try:
         with engine.connect() as conn:
             revision = migrate.current_revision(conn)
+        if revision is None:
+            raise RunNotFound(run, str(run_dir.parent))
         if revision != migrate.HEAD:
             if migrate.is_newer(revision):
                 raise SchemaTooNew(where, revision or "", migrate.HEAD)
@@ -242,7 +247,7 @@ def open_reader(run_dir: Path, run: str) -> StoreReader:
         raise
 
 
-def _upgrade_idle(run_dir: Path, run: str, url: str, where: str, revision: str | None) -> None:
+def _upgrade_idle(run_dir: Path, run: str, url: str, where: str, revision: str) -> None:
     lock = OwnerLock(run_dir, run)
     try:
         lock.acquire()
