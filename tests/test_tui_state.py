@@ -188,4 +188,3 @@ def test_each_tool_result_is_shown_under_the_call_it_answers() -> None:
         ("result", "a result whose call is not kept"),
     ]
     assert lines[4].more == "Ran 3 tests\nOK"
-
