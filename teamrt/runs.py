@@ -35,6 +35,7 @@ from .store import (
     open_reader,
     owner_alive,
 )
+from .store.engine import DB_FILE, run_file
 
 CRASHED = "crashed"
 LIVE_AGENT = ("pending", "running", "idle", "merging")
@@ -98,16 +99,53 @@ class RunSummary:
     problem: str | None = None
 
 
-def list_runs(runs_dir: Path) -> list[RunSummary]:
-    """Every run directory under ``runs_dir``, newest first; an unreadable one carries its problem."""
+SummaryCache = dict[str, tuple[tuple[int, ...], RunSummary]]
+"""Summaries by run, with the stamp of the store's files they were read at (see ``list_runs``)."""
+
+
+def list_runs(runs_dir: Path, cache: SummaryCache | None = None) -> list[RunSummary]:
+    """Every run directory under ``runs_dir``, newest first; an unreadable one carries its problem.
+
+    With ``cache`` (kept by a caller that lists again and again, the TUI), a
+    run not live whose store files have not changed since is not read again:
+    only a write (a resume's) can change what it says. A live run is always
+    read, since its owner can die without writing.
+    """
     if not runs_dir.is_dir():
         return []
     found = [
-        summarize(Path(entry.path))
+        _summary(Path(entry.path), cache)
         for entry in os.scandir(runs_dir)
         if is_name(entry.name) and entry.is_dir(follow_symlinks=False)
     ]
     return sorted(found, key=lambda s: (s.started, s.id), reverse=True)
+
+
+def _summary(run_dir: Path, cache: SummaryCache | None) -> RunSummary:
+    stamp = _stamp(run_dir)
+    if cache is None or stamp is None:
+        return summarize(run_dir)
+    kept = cache.get(run_dir.name)
+    if kept is not None and kept[0] == stamp and kept[1].status != "running":
+        return kept[1]
+    summary = summarize(run_dir)
+    cache[run_dir.name] = (_stamp(run_dir) or stamp, summary)  # as reading left them (a reader may add files)
+    return summary
+
+
+def _stamp(run_dir: Path) -> tuple[int, ...] | None:
+    """The store files' change times and sizes; None when the run lives in a server database."""
+    if run_file(run_dir) is None:
+        return None
+    stamp: list[int] = []
+    for name in (DB_FILE, f"{DB_FILE}-wal"):
+        try:
+            info = (run_dir / name).stat()
+        except OSError:
+            stamp += [-1, -1]
+        else:
+            stamp += [info.st_mtime_ns, info.st_size]
+    return tuple(stamp)
 
 
 def summarize(run_dir: Path) -> RunSummary:

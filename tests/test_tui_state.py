@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from teamrt.runtime.stream import TextStream
-from teamrt.store import FinishedCall, Store, ToolUse, Usage, create_store
+from teamrt.store import FinishedCall, Store, ToolUse, Usage, create_store, open_store
 from teamrt.tui import state
 from teamrt.tui.state import RunFollower, RunState
 
@@ -188,3 +188,44 @@ def test_each_tool_result_is_shown_under_the_call_it_answers() -> None:
         ("result", "a result whose call is not kept"),
     ]
     assert lines[4].more == "Ran 3 tests\nOK"
+
+
+def test_the_runs_list_reads_again_only_the_runs_that_are_live_or_were_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from teamrt import runs
+
+    runs_dir = tmp_path / "runs"
+    stores = {}
+    for run in ("done-run", "live-run", "crashed-run"):
+        (runs_dir / run).mkdir(parents=True)
+        stores[run] = create_store(runs_dir / run, run, task="t", workdir=str(tmp_path))
+    asyncio.run(stores["done-run"].set_run_status("done"))
+    stores["done-run"].close()
+    stores["crashed-run"].close()  # its owner gone, still recorded as running
+
+    read: list[str] = []
+    summarize = runs.summarize
+
+    def counted(run_dir: Path) -> runs.RunSummary:
+        read.append(run_dir.name)
+        return summarize(run_dir)
+
+    monkeypatch.setattr(runs, "summarize", counted)
+    cache: runs.SummaryCache = {}
+    first = {s.id: s.status for s in runs.list_runs(runs_dir, cache)}
+    assert first == {"done-run": "done", "live-run": "running", "crashed-run": "crashed"}
+    read.clear()
+    assert {s.id: s.status for s in runs.list_runs(runs_dir, cache)} == first
+    assert read == ["live-run"]
+    read.clear()
+    stores["live-run"].close()  # its owner goes: read again, it shows crashed, and is kept so
+    assert {s.id: s.status for s in runs.list_runs(runs_dir, cache)}["live-run"] == "crashed"
+    read.clear()
+    runs.list_runs(runs_dir, cache)
+    assert read == []
+    with open_store(runs_dir / "done-run", "done-run") as store:  # a write: read again
+        asyncio.run(store.append_event("noted", {}))
+    read.clear()
+    runs.list_runs(runs_dir, cache)
+    assert read == ["done-run"]

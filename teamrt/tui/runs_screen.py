@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
-from ..runs import RunSummary, age_text, list_runs
+from ..runs import RunSummary, SummaryCache, age_text, list_runs
 from .look import cost_text, status_text, tokens_text
 from .screen import TeamScreen
 from .widgets import KeyTable
@@ -58,6 +58,7 @@ class RunsScreen(TeamScreen):
         super().__init__()
         self.runs: list[RunSummary] = []
         self._filter = ""
+        self._cache: SummaryCache = {}  # the worker's: runs not live are read again only when written
 
     def compose(self) -> ComposeResult:
         yield Static(id="runs-title")
@@ -74,7 +75,7 @@ class RunsScreen(TeamScreen):
         worker = get_current_worker()
         while not worker.is_cancelled:
             if self.app.screen is self:  # under a run view it waits (open_runs wakes it)
-                self.post_message(RunsRead(list_runs(self.team_app.runs_dir)))
+                self.post_message(RunsRead(list_runs(self.team_app.runs_dir, self._cache)))
             self.team_app.rereads.wait(REREAD_S)
             self.team_app.rereads.clear()
 
