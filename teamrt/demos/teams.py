@@ -57,7 +57,7 @@ def run(which: str = "all", *, tree: Path | None = None, out: Out = print) -> in
         ok &= _research(source, scratch / "research", out)
     if which in ("all", "coding"):
         ok &= _coding(scratch / "coding", out)
-    out(f"\nEvery run stays in {home.runs_path()}: teamrt ls, teamrt show RUN, teamrt logs RUN.")
+    out(f"\nEvery run stays in {home.runs_path()}: teamrt tui, teamrt ls, teamrt show RUN, teamrt logs RUN.")
     return 0 if ok else 1
 
 
