@@ -34,6 +34,12 @@ async def asks_for(store: Store, agent: str, said: str, call: str, command: str,
     )
 
 
+async def exchange(store: Store, agent: str, asked: str, said: str, spent: Usage) -> None:
+    """``agent`` is asked ``asked`` and answers ``said``, spending ``spent``."""
+    await store.append_turn(agent, epoch=1, role="user", content=text(asked))
+    await store.append_turn(agent, epoch=1, role="assistant", content=text(said), usage=spent)
+
+
 async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
     """A lead, a reviewer teammate, three worktree coders and a fork, mid-run; the store stays open."""
     run_dir = runs_dir / run_id
@@ -92,34 +98,19 @@ async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
         await store.claim_task(i, f"coder-{i}")
     await store.update_task(2, "done", by="coder-2")
 
-    await store.append_turn("reviewer", epoch=1, role="user", content=text("Review each coder's diff"))
-    await store.append_turn(
-        "reviewer",
-        epoch=1,
-        role="assistant",
-        content=text("Waiting for diffs."),
-        usage=usage(3000, 2500, 0.0041),
+    await exchange(
+        store, "reviewer", "Review each coder's diff", "Waiting for diffs.", usage(3000, 2500, 0.0041)
     )
     await store.set_agent_status("reviewer", "idle")
 
-    await store.append_turn("coder-1", epoch=1, role="user", content=text("task 1: fix kit.dates"))
-    await store.append_turn(
-        "coder-1",
-        epoch=1,
-        role="assistant",
-        content=text("Fixed the leap-year test."),
-        usage=usage(5000, 4200, 0.0090),
+    await exchange(
+        store, "coder-1", "task 1: fix kit.dates", "Fixed the leap-year test.", usage(5000, 4200, 0.0090)
     )
     await store.set_agent_status("coder-1", "merging")
     await store.queue_merge("coder-1", f"teamrt/{run_id}/coder-1", "1" * 40)
 
-    await store.append_turn("coder-2", epoch=1, role="user", content=text("task 2: fix kit.numbers"))
-    await store.append_turn(
-        "coder-2",
-        epoch=1,
-        role="assistant",
-        content=text("Done: off by one in clamp."),
-        usage=usage(5200, 4300, 0.0093),
+    await exchange(
+        store, "coder-2", "task 2: fix kit.numbers", "Done: off by one in clamp.", usage(5200, 4300, 0.0093)
     )
     await store.queue_merge("coder-2", f"teamrt/{run_id}/coder-2", "2" * 40)
     await store.set_merge_status("coder-2", "merged", merged_commit="3" * 40)
