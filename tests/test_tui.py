@@ -65,7 +65,7 @@ def crashed_fixture(runs: Path, run_id: str) -> None:
         return await coding_run(runs, run_id)
 
     asyncio.run(go()).close()
-    freeze(runs / run_id)
+    freeze(runs / run_id, owner_gone=True)
 
 
 def app_on(runs: Path, run: str | None = "run-demo") -> tuple[TeamApp, list[str]]:

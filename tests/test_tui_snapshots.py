@@ -32,7 +32,7 @@ def runs(tmp_path: Path) -> Iterator[Path]:
     freeze(tmp_path / "runs" / "run-demo")
     crashed = asyncio.run(coding_run(tmp_path / "runs", "run-old"))
     crashed.close()
-    freeze(tmp_path / "runs" / "run-old")
+    freeze(tmp_path / "runs" / "run-old", owner_gone=True)
     yield tmp_path / "runs"
     store.close()
 

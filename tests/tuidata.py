@@ -148,11 +148,17 @@ async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
     return store
 
 
-def freeze(run_dir: Path) -> None:
-    """Set every time the screens show to fixed values after ``T0``, in the order they were written."""
+def freeze(run_dir: Path, *, owner_gone: bool = False) -> None:
+    """Set every time the screens show to fixed values after ``T0``, in the order they were written.
+
+    ``owner_gone``: the run's owner has closed it, so its last heartbeat (which a crashed run's
+    header shows) is fixed too; a live owner's must stay its own, or the run would look crashed.
+    """
     db = sqlite3.connect(run_dir / "run.db")
     with db:
         db.execute("UPDATE runs SET created_at = ?", (T0,))
+        if owner_gone:
+            db.execute("UPDATE runs SET heartbeat_at = ?", (T0 + 150,))
         for table, columns in (
             ("agents", ("created_at", "updated_at")),
             ("turns", ("created_at",)),
