@@ -599,3 +599,14 @@ def test_run_with_tui_starts_the_run_shows_it_and_leaves_it_going_on_q(home: Pat
     assert stopped.returncode == 0, stopped.stderr
     ended = teamrt("logs", run_dir.name, "-f", cwd=tmp_path, timeout=60)  # it ends: nothing left behind
     assert ended.returncode == 1 and "stopped" in ended.stdout, ended.stdout[-500:]
+
+
+def test_with_no_runs_the_list_says_how_to_start_one(home: Path) -> None:
+    app, _ = app_on(home / "runs", None)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        title = app.screen.query_one("#runs-title")
+        await until(pilot, lambda: "no runs yet" in shown(title))
+        assert "start one with: teamrt run TEAMFILE --tui, or teamrt demo" in shown(title)
+
+    drive(app, steps)
