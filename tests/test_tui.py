@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import TabbedContent
+from textual.widgets import Input, TabbedContent
 from tuidata import NOW, coding_run, freeze
 
 from teamrt import chaos
@@ -244,16 +244,22 @@ def test_the_agent_filter_keeps_matching_rows_and_esc_clears_it(live: Path) -> N
         await until(pilot, lambda: table.row_count == 6)
         await pilot.press("slash", *"coder")
         await until(pilot, lambda: table.row_count == 3)
+        assert [r.name for r in table.rows] == ["coder-1", "coder-2", "coder-3"]
         await pilot.press("escape")
         await until(pilot, lambda: table.row_count == 6)
+        box = run_screen(app).query_one("#filter", Input)
+        assert table.rows[0].name == "lead" and box.value == "" and box.has_class("hidden")
         await pilot.press("enter")  # the selected agent alone, full size; esc back
         await until(pilot, lambda: run_screen(app).has_class("-agent-only"))
+        assert not table.display and run_screen(app).query_one(Transcript).display
         await pilot.press("escape")
         await until(pilot, lambda: not run_screen(app).has_class("-agent-only"))
+        assert table.display
         await pilot.press("question_mark")
         await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, RunScreen))
+        assert run_screen(app).run_id == "run-demo"  # esc closed the help, not the run view
 
     drive(app, steps)
 
@@ -334,8 +340,11 @@ def test_r_on_a_live_run_is_refused(live: Path) -> None:
         await until(pilot, loaded(app))
         await pilot.press("r")
         await until(pilot, lambda: "run run-demo is running; only a crashed run can be resumed" in said)
+        await pilot.pause(0.3)
+        assert not any(s.startswith("starting teamrt resume") for s in said)  # no resume was started
 
     drive(app, steps)
+    assert not (live / "run-demo" / "output.log").exists()  # what a detached resume would have written
 
 
 def test_the_tui_never_writes_the_store(home: Path) -> None:
@@ -367,14 +376,19 @@ def test_the_tui_never_writes_the_store(home: Path) -> None:
 def test_a_store_that_cannot_be_read_is_said_on_the_screen(home: Path) -> None:
     run_dir = home / "runs" / "run-bad"
     run_dir.mkdir(parents=True)
-    (run_dir / "run.db").write_bytes(b"this is not a database" * 100)
+    garbage = b"this is not a database" * 100
+    (run_dir / "run.db").write_bytes(garbage)
     app, _ = app_on(home / "runs", "run-bad")
 
     async def steps(pilot: Pilot[None]) -> None:
         totals = app.screen.query_one(Totals)
         await until(pilot, lambda: "cannot read run run-bad" in shown(totals))
+        assert "file is not a database" in shown(totals) and "Traceback" not in shown(totals)
+        await pilot.press("escape")  # the app goes on: back to the list, which names the problem too
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen))
 
     drive(app, steps)
+    assert (run_dir / "run.db").read_bytes() == garbage  # left as it was
 
 
 # -- real runs ------------------------------------------------------------------------------
