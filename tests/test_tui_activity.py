@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from teamrt.runs import describe_call
 from teamrt.store import ToolUse, create_store
-from teamrt.tui.activity import activity, describe_call
+from teamrt.tui.activity import activity
 
 
 def test_activity_follows_an_agent_through_its_turn(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from .. import faults
@@ -340,3 +341,17 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def peek(root: Path, name: str, subs: Sequence[str] = ("new", "cur")) -> Iterator[dict[str, Any]]:
+    """The messages in mailbox ``name`` under ``root`` (waiting in ``new/``, read in ``cur/``), oldest
+    name first, without claiming any: for onlookers. Unreadable files are skipped."""
+    for sub in subs:
+        folder = root / name / sub
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                data = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                yield data

@@ -24,12 +24,11 @@ created is found on the list; claims and status updates are simply repeated.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
+from ..mailbox.maildir import peek
 from ..procs import is_running, kill_group
 from ..store import EventRecord, Store, ToolCallRecord
 from ..worktree import Worktrees
@@ -93,7 +92,7 @@ def worktree_base(events: Sequence[EventRecord], agent: str) -> str | None:
 def delivered(mailbox_root: Path, sender: str, to: str, body: str, kind: str, since: float) -> str | None:
     """The id of a ``kind`` message ``sender`` sent ``to`` with ``body`` at or after ``since`` (a call
     the crash cut short may have delivered it), or None."""
-    for data in _mail_to(mailbox_root, to):
+    for data in peek(mailbox_root, to):
         same = (data.get("from"), data.get("body"), data.get("kind")) == (sender, body, kind)
         if same and _timestamp(data.get("created_at")) >= since - 1:
             return str(data.get("id"))
@@ -103,19 +102,8 @@ def delivered(mailbox_root: Path, sender: str, to: str, body: str, kind: str, si
 def has_mail(mailbox_root: Path, sender: str, to: str | None, kind: str) -> bool:
     """Whether ``to``'s mailbox holds (read or not) a ``kind`` message from ``sender``."""
     return to is not None and any(
-        (data.get("from"), data.get("kind")) == (sender, kind) for data in _mail_to(mailbox_root, to)
+        (data.get("from"), data.get("kind")) == (sender, kind) for data in peek(mailbox_root, to)
     )
-
-
-def _mail_to(mailbox_root: Path, to: str) -> Iterator[dict[str, Any]]:
-    """Every message in ``to``'s mailbox, waiting (``new/``) or read (``cur/``); unreadable files skipped."""
-    for sub in ("new", "cur"):
-        folder = mailbox_root / to / sub
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            try:
-                yield json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue
 
 
 def _timestamp(created_at: object) -> float:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from .. import runs
 from ..store import StoreError
-from .activity import describe_call
 
 RESUME_TIMEOUT_S = 60.0
 
@@ -49,7 +48,7 @@ def answer(run_dir: Path, run_id: str, ask: runs.PendingAsk, allow: bool) -> str
     except (runs.RunsError, StoreError, OSError) as e:
         raise ActionFailed(str(e)) from None
     verdict = "approved" if allow else "denied"
-    return f"{verdict} {ask.agent}'s {describe_call(ask.tool, ask.input)}"
+    return f"{verdict} {ask.agent}'s {runs.describe_call(ask.tool, ask.input)}"
 
 
 def resume(run_id: str) -> str:

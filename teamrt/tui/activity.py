@@ -12,14 +12,10 @@ running, which the TUI reads in a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from ..runs import describe_call
 from ..store import AgentRecord, ToolCallRecord
-
-ARGUMENT_CHARS = 60
-ARGUMENT_KEYS = ("command", "file_path", "pattern", "to", "subject", "task_id", "kind")
-"""The input that names what a call is about, by the first key present."""
 
 
 def activity(agent: AgentRecord, last_role: str | None, calls: Sequence[ToolCallRecord]) -> str:
@@ -37,14 +33,3 @@ def activity(agent: AgentRecord, last_role: str | None, calls: Sequence[ToolCall
     if last_role == "assistant" and running:
         return describe_call(running[0].name, running[0].input)
     return "thinking"
-
-
-def describe_call(name: str, input: Mapping[str, Any]) -> str:
-    """``bash: python3 -m unittest``: the tool, and the argument that says what it is about."""
-    key = next((k for k in ARGUMENT_KEYS if k in input), None)
-    if key is None:
-        return name
-    argument = " ".join(str(input[key]).split())
-    if len(argument) > ARGUMENT_CHARS:
-        argument = argument[: ARGUMENT_CHARS - 3] + "..."
-    return f"{name}: {argument}"

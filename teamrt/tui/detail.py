@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..mailbox.maildir import peek
 from ..mailbox.message import preview
+from ..runs import MAILBOX_DIR, describe_call
 from ..runtime.stream import STREAM_DIR
 from ..store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
-from .activity import describe_call
 
 STREAM_TAIL_BYTES = 8192
 PREVIEW_CHARS = 100
@@ -77,30 +78,12 @@ class DetailReader:
             status=agent.status,
             status_reason=agent.status_reason,
             transcript=tuple(lines),
-            inbox=tuple(_letters(reader.mail(agent.name), inbox=True) + self._unread(agent.name)),
+            inbox=tuple(_letters(reader.mail(agent.name), inbox=True) + _unread(self.run_dir, agent.name)),
             outbox=tuple(_letters(reader.mail(sender=agent.name), inbox=False)),
             workspace=agent.workspace,
             branch=agent.branch,
             diff_stat=self._diff_stat(reader, agent, run),
         )
-
-    def _unread(self, agent: str) -> list[Letter]:
-        """Mail delivered to the agent that it has not taken in yet (its maildir's ``new/``)."""
-        letters = []
-        try:
-            entries = sorted(os.scandir(self.run_dir / "mailbox" / agent / "new"), key=lambda e: e.name)
-        except OSError:
-            return []
-        for entry in entries:
-            try:
-                data = json.loads(Path(entry.path).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict):
-                letters.append(
-                    Letter(str(data.get("from", "?")), str(data.get("kind", "?")), _summary(data), None)
-                )
-        return letters
 
     def _diff_stat(self, reader: StoreReader, agent: AgentRecord, run: RunRecord) -> str:
         if agent.kind != "worktree" or not agent.workspace:
@@ -198,6 +181,14 @@ def _git(where: Path, *args: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"(git: {e})"
     return done.stdout.rstrip() if done.returncode == 0 else f"(git: {done.stderr.strip()})"
+
+
+def _unread(run_dir: Path, agent: str) -> list[Letter]:
+    """Mail delivered to the agent that it has not taken in yet (its maildir's ``new/``)."""
+    return [
+        Letter(str(m.get("from", "?")), str(m.get("kind", "?")), _summary(m), None)
+        for m in peek(run_dir / MAILBOX_DIR, agent, ("new",))
+    ]
 
 
 def _letters(mail: list[MailRecord], *, inbox: bool) -> list[Letter]:

@@ -11,9 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from ..logs import describe_event
-from ..runs import PendingAsk, age_text, duration_text
+from ..runs import PendingAsk, age_text, describe_call, duration_text
 from ..store import EventRecord, MergeRecord, TaskRecord
-from .activity import describe_call
 from .detail import AgentDetail, Line
 from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, cost_text, tokens_text
 from .state import RunState
