@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,6 +19,9 @@ from teamrt.models.sim import SimServer
 from teamrt.settings import SETTINGS_ENV, ModelSettings, Settings
 from teamrt.tools.base import ToolContext
 from teamrt.tools.sandbox import default_sandbox
+
+if TYPE_CHECKING:
+    from hostile import Scene
 
 # On a developer's machine without bubblewrap the sandbox tests are skipped (bash then runs
 # unconfined and says so); CI installs it in .ci/run, so there a missing bwrap fails them instead.
@@ -120,3 +123,11 @@ def mailproc(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, MAILPROC, *args], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
     )
+
+
+@pytest.fixture
+def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Scene:
+    """A project to attack through a scripted lead (tests/hostile.py)."""
+    from hostile import Scene  # it imports this module
+
+    return Scene(tmp_path, monkeypatch)

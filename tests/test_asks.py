@@ -450,3 +450,30 @@ def test_resume_closes_an_ask_the_crash_left_and_asks_again(
     assert "the run crashed before the ask was answered" in events[1].data["reason"]
     with runs.reading(run_dir, RUN) as reader:
         assert runs.pending_asks(reader) == []
+
+
+def test_stop_reaches_an_agent_whose_call_is_asked_again_after_a_resume(home: Path, project: Path) -> None:
+    """The lead's call is asked again before its loop runs; ``teamrt stop`` must not wait for the answer."""
+    run_dir = home / "runs" / RUN
+    stale = crash_while_asking(run_dir, project)
+    store = open_store(run_dir, RUN)
+    try:
+
+        async def resume_then_stop() -> Outcome:
+            supervisor = Supervisor(
+                store=store, run_dir=run_dir, team=team(project, ask_wait=600), project=project,
+                definitions=load_definitions(project), settings=FAST, models={"sim": ScriptedModel([])},
+            )  # fmt: skip
+            work = asyncio.create_task(supervisor.resume())
+            while [a.id for a in await waiting(run_dir)] in ([], [stale]):  # until the call is asked again
+                await asyncio.sleep(0.02)
+            runs.stop(run_dir, RUN, None)
+            return await asyncio.wait_for(work, 30)  # the ask alone would wait 600 s
+
+        outcome = asyncio.run(resume_then_stop())
+        calls = store.reader.tool_calls("lead")
+    finally:
+        store.close()
+    assert outcome.status == "stopped" and outcome.reason == "stopped by user"
+    assert [c.status for c in calls] == ["interrupted"]
+    assert not (project / "note.txt").exists()

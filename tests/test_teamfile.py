@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -9,8 +11,16 @@ import pytest
 
 from teamrt.agents import DefinitionError
 from teamrt.runtime import teamfile
-from teamrt.runtime.teamfile import RoleSpec, TeamFile, TeamFileError, load_team_file
+from teamrt.runtime.teamfile import (
+    RoleSpec,
+    TeamFile,
+    TeamFileError,
+    load_team_file,
+    team_from_json,
+    team_to_json,
+)
 from teamrt.tools.permissions import Permissions
+from teamrt.tools.policy import SandboxPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUILTINS = "coder, lead, researcher, reviewer"
@@ -73,6 +83,7 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
         gates=("pytest -q",),
         gate_timeout=600.0,
         integration_branch="teamrt/integration",
+        sandbox=SandboxPolicy(env=("GITHUB_TOKEN",), read=("~/.pyenv",)),
     )
     assert list(team.roles) == ["researcher", "critic"]
     Permissions(team.roles["critic"].permission_mode or "default", allow=team.allow, deny=team.deny)
@@ -270,3 +281,86 @@ def test_toml_syntax_errors_give_line_and_column(tmp_path: Path, text: str, wher
 
 def test_a_hostile_file_name_stays_on_one_line(tmp_path: Path) -> None:
     assert error(tmp_path, "[teams]\n", name="a\nb.toml").startswith("unknown section 'teams'")
+
+
+# -- [sandbox] ---------------------------------------------------------------------
+
+
+def test_the_sandbox_section_sets_the_policy(tmp_path: Path) -> None:
+    team = load(
+        tmp_path,
+        "[sandbox]\nnetwork = true\nunconfined = true\nenv = ['GITHUB_TOKEN']\nmax_processes = 64\n",
+    )
+    assert team.sandbox == SandboxPolicy(
+        network=True, unconfined=True, env=("GITHUB_TOKEN",), max_processes=64
+    )
+    assert load(tmp_path, "").sandbox == SandboxPolicy()
+    assert team_from_json(json.loads(json.dumps(team_to_json(team)))) == team
+
+
+def test_a_run_kept_before_the_sandbox_section_resumes_with_the_defaults(tmp_path: Path) -> None:
+    kept = team_to_json(load(tmp_path, ""))
+    del kept["sandbox"]
+    assert team_from_json(kept).sandbox == SandboxPolicy()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[sandbox]\nnetwork = 1\n", "[sandbox] network must be true or false, not 1"),
+        ("[sandbox]\nenv = ['A B']\n", "[sandbox] env: 'A B' is not a variable name"),
+        ("[sandbox]\nenv = ['ANTHROPIC_API_KEY']\n", "[sandbox] env: ANTHROPIC_API_KEY is never passed"),
+        ("[sandbox]\nenv = ['TEAMRT_DB']\n", "[sandbox] env: TEAMRT_DB is never passed"),
+        ("[sandbox]\nmax_processes = 0\n", "[sandbox] max_processes must be a positive integer, not 0"),
+        ("[sandbox]\nnet = true\n", "[sandbox] unknown key 'net' (did you mean 'network'?)"),
+    ],
+)
+def test_a_bad_sandbox_section_is_one_line(tmp_path: Path, text: str, problem: str) -> None:
+    assert error(tmp_path, text).startswith(problem)
+
+
+# -- hostile team files: one line each, nothing half made ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "TOML nested too deeply"),
+        ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", "TOML nested too deeply"),
+        (f"[team]\nbudget_usd = {10**400}\n", "[team] budget_usd must be at most 1_000_000_000_000 dollars"),
+        (f"[team]\nbudget_usd = {10**18}\n", "[team] budget_usd must be at most 1_000_000_000_000 dollars"),
+        (f"[team]\nbudget_tokens = {2**63}\n", "[team] budget_tokens must be at most 1_000_000_000_000"),
+        (f"[team]\nmax_agents = {10**15}\n", "[team] max_agents must be at most"),
+        (f"[lead]\nmax_turns = {2**64}\n", "[lead] max_turns must be at most"),
+        (f"[team]\nask_wait = {10**300}\n", "[team] ask_wait must be at most"),
+        (f"[merge]\ngate_timeout = {2**70}\n", "[merge] gate_timeout must be at most"),
+        ("[sandbox]\nmax_memory_mb = 1e400\n", "[sandbox] max_memory_mb must be a positive integer, not inf"),
+    ],
+    ids=lambda value: value.split("\n")[-2][:24] if isinstance(value, str) and "\n" in value else "",
+)
+def test_hostile_contents_end_in_one_line(tmp_path: Path, text: str, problem: str) -> None:
+    assert error(tmp_path, text).startswith(problem)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "team.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(TeamFileError, match="not a regular file"):
+        load_team_file(fifo, project=tmp_path)  # no writer: a plain open would block here
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "."])
+def test_devices_and_directories_are_refused(tmp_path: Path, special: str) -> None:
+    with pytest.raises(TeamFileError, match=r"not a regular file|cannot read"):
+        load_team_file(tmp_path / special if special == "." else Path(special), project=tmp_path)
+
+
+def test_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
+    (tmp_path / "team.toml").write_bytes(b"# " + b"x" * (2 * 1024 * 1024) + b"\n")
+    assert error(tmp_path, (tmp_path / "team.toml").read_bytes()).startswith("over 1024 KiB")
+
+
+@pytest.mark.parametrize("name", ["user", "supervisor"])
+def test_a_role_may_not_pass_for_a_person_or_the_supervisor(tmp_path: Path, name: str) -> None:
+    problem = error(tmp_path, f"[roles.{name}]\nagent = 'reviewer'\n")
+    assert problem == f"[roles.{name}]: teamrt's own mail is sent as {name!r}; pick another name"

@@ -19,14 +19,16 @@ BYTES_PER_TOKEN = 4
 
 
 def text_tokens(text: str) -> int:
-    return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
+    return -(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
 
 
 def canonical(block: Block) -> bytes:
-    """The block's bytes for counting and cache keys: ``cache_control`` does not change a prefix."""
+    """The block's bytes for counting and cache keys: ``cache_control`` does not change a prefix. A lone
+    surrogate (a model may send one) is counted as its three bytes rather than raising."""
     if "cache_control" in block:
         block = {k: v for k, v in block.items() if k != "cache_control"}
-    return json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text = json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")
 
 
 def bytes_tokens(data: bytes) -> int:

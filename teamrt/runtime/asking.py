@@ -21,6 +21,8 @@ from typing import Any
 
 from ..store import Store, StoreError
 
+USER = "user"
+"""The sender of a person's mail (teamrt stop, answer, send, the TUI): the only one the supervisor obeys."""
 ASK = "ask"
 ANSWERED = "ask.answered"
 BY_POLICY = "policy"

@@ -33,6 +33,7 @@ from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import Ask
 from .budget import BudgetExhausted, Reservation
 from .spill import bound_results
+from .surrogates import scrubbed
 
 MAX_PARALLEL_READS = 10
 ESTIMATE_MARGIN = 1.3
@@ -164,10 +165,27 @@ class AgentLoop:
         self._waiting.extend(mail)
 
     async def rerun(self, call: Block) -> FinishedCall:
-        """Run a call of the last kept turn (after a crash: never started, or read-only) to its result."""
-        result = await self._run_one(call, {})
-        status = "error" if result.is_error else "done"
-        return FinishedCall(call["id"], status, [_result_block(call["id"], result)], result.is_error)
+        """Run a call of the last kept turn (after a crash: never started, or read-only) to its result.
+
+        It runs before ``run``, so ``stop`` must reach it too: a call asked about again after a resume
+        may wait long for its answer. A stopped agent's call ends ``interrupted``; the agent's next
+        ``run`` then ends it ``stopped``.
+        """
+        if self._stopping is None:
+            self._task = asyncio.current_task()
+            try:
+                result = await self._run_one(call, {})
+                status = "error" if result.is_error else "done"
+                return FinishedCall(call["id"], status, [_result_block(call["id"], result)], result.is_error)
+            except asyncio.CancelledError:
+                if self._stopping is None:
+                    raise
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]  # the stop is handled here
+            finally:
+                self._task = None
+        await self.env.store.move_tool_call(call["id"], "interrupted")
+        block = _result_block(call["id"], ToolResult(f"not run: {self._stopping}", is_error=True))
+        return FinishedCall(call["id"], "interrupted", [block], True)
 
     def _take_mail(self) -> list[Message]:
         mail, self._waiting = self._waiting, []
@@ -295,7 +313,7 @@ class AgentLoop:
         reservation.settle(
             response.usage.prompt_tokens + response.usage.output_tokens, response.cost_usd or 0.0
         )
-        return response
+        return scrubbed(response)
 
     async def _append_assistant(self, response: ModelResponse) -> None:
         tools = self.spec.tools

@@ -25,7 +25,8 @@ class TextStream:
     def write(self, text: str) -> None:
         if self._file is None:
             self.path.parent.mkdir(mode=0o700, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open while the agent runs
+            # kept open while the agent runs; a lone surrogate a model sends becomes "?"
+            self._file = open(self.path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._file.write(text)
         self._file.flush()
         self._at_line_start = text.endswith("\n")

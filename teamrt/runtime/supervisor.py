@@ -38,11 +38,13 @@ from ..store import AgentRecord, EventRecord, FinishedCall, Store, TaskUnavailab
 from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.files import remove_temporaries
 from ..tools.permissions import Permissions
+from ..tools.protect import protected_paths
 from ..tools.registry import builtin_tools
+from ..tools.sandbox import default_sandbox
 from ..tools.team import describe_tasks, team_tools
 from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Landing, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
-from .asking import HumanAsker
+from .asking import USER, HumanAsker
 from .budget import Budget
 from .history import rebuild, unanswered_calls
 from .loop import AgentLoop
@@ -171,6 +173,12 @@ class Supervisor:
         """Run the team from ``begin`` (which starts its agents and names the lead) to the lead's end."""
         control = asyncio.create_task(self._control())
         try:
+            policy = self.team.sandbox
+            await self.store.append_event(  # what the agents' commands may reach, for show and the TUI
+                "sandbox",
+                {"confined": default_sandbox().confined, "unconfined": policy.unconfined,
+                 "network": policy.network},
+            )  # fmt: skip
             lead = await begin()
             outcome = await lead.done
             for member in list(self.members.values()):
@@ -198,7 +206,8 @@ class Supervisor:
         async with Inbox(self.mailbox, SUPERVISOR, watcher=self.watcher) as inbox:
             async for msg in inbox:
                 await self.store.append_event("control", {"from": msg.sender, "data": msg.data})
-                action = msg.data.get("action") if msg.kind == "control" else None
+                # only a person's mail is obeyed: an agent may write to the supervisor, never steer it
+                action = msg.data.get("action") if msg.kind == "control" and msg.sender == USER else None
                 if action == "stop":
                     target = msg.data.get("agent")
                     for member in self.members.values():
@@ -268,16 +277,33 @@ class Supervisor:
     def _tools_context(self, kind: str, parent: str | None, checkout: Checkout | None) -> ToolContext:
         """Where an agent works: the project (the lead), its checkout, or its parent's workspace."""
         extra = (self.run_dir / "spill",)
+        policy = self.team.sandbox
         if parent is None:
-            return ToolContext(workspace=self.project, run_dir=self.run_dir, extra_roots=extra)
+            protected = self._protected(self.project)
+            return ToolContext(
+                workspace=self.project, run_dir=self.run_dir, extra_roots=extra, protected=protected,
+                policy=policy,
+            )  # fmt: skip
         if checkout is not None:
             assert self.worktrees is not None
             return ToolContext(
                 workspace=checkout.workspace, run_dir=self.run_dir, extra_roots=extra,
                 env=checkout.env(self.worktrees.repo), readable=(self.worktrees.repo.git_dir,),
-                writable=checkout.writable,
+                writable=checkout.writable, protected=self._protected(checkout.path, checkout.workspace),
+                policy=policy,
             )  # fmt: skip
         return self.members[parent].loop.env.tools  # forks and teammates work where their parent does
+
+    def _protected(self, *roots: Path) -> tuple[Path, ...]:
+        """The protected paths of an agent working in ``roots``: the project's and the repository's too."""
+        repo = self.worktrees.repo if self.worktrees is not None else None
+        tops = (*roots, self.project, *((repo.root,) if repo is not None else ()))
+        return protected_paths(
+            tops,
+            home=self.run_dir.parent.parent,
+            git_dir=repo.git_dir if repo is not None else None,
+            team_file=self.team.path,
+        )
 
     def _spec(
         self, name: str, role: RoleSpec, definition: AgentDefinition, model_name: str, *, persistent: bool

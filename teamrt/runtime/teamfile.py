@@ -35,6 +35,15 @@ lead alone on ``sim``. A full example::
     deny = ["Bash(rm:*)"]
     ask = []
 
+    [sandbox]                     # what agents' commands (bash, merge gates) may reach
+    network = false               # true: commands reach the network (default: a network of their own)
+    unconfined = false            # true: bash runs even without bubblewrap, unconfined (also --unconfined)
+    env = ["GITHUB_TOKEN"]        # variables passed to commands beyond PATH, HOME, LANG, TERM and the like
+    read = ["~/.pyenv"]           # places in the hidden home directories that commands may read
+    max_processes = 256           # processes one command may have at once
+    max_memory_mb = 4096          # memory of each process of a command
+    max_file_mb = 1024            # largest file a command may write
+
     [merge]
     gates = ["pytest -q"]         # run on the integration branch before a worktree branch is merged
     gate_timeout = 600            # seconds each gate may take (default 600)
@@ -55,7 +64,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,9 +76,13 @@ from ..agents import load_definitions
 from ..mailbox import is_name
 from ..models.registry import is_sim
 from ..tools.permissions import Mode, Rule, RuleError
+from ..tools.policy import SandboxPolicy
+from .asking import USER
 
 MAX_DEPTH = 3  # the deepest spawns may nest below the lead (depth 0)
 LEAD = "lead"
+RESERVED = (USER, "supervisor")
+"""Role names that would let an agent pass for a person or for the supervisor in the mail."""
 ON_ASK = ("deny", "allow")
 
 TEAM_KEYS = (
@@ -85,7 +100,15 @@ TEAM_KEYS = (
 ROLE_KEYS = ("agent", "model", "budget_tokens", "budget_usd", "max_turns", "permission_mode")
 PERMISSION_KEYS = ("allow", "deny", "ask")
 MERGE_KEYS = ("gates", "integration_branch", "gate_timeout")
-SECTIONS = ("team", "lead", "roles", "permissions", "merge")
+SANDBOX_KEYS = ("network", "unconfined", "env", "read", "max_processes", "max_memory_mb", "max_file_mb")
+SECTIONS = ("team", "lead", "roles", "permissions", "merge", "sandbox")
+MAX_BYTES = 1024 * 1024
+"""A larger team file is refused unread."""
+MOST = 10**12
+"""The largest count or amount any key takes: past it a number is a mistake (and overflows the store)."""
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECRET_VARIABLES = ("ANTHROPIC_", "TEAMRT_DB")
+"""Never passed to commands: the model's credentials and the store's URL."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +152,8 @@ class TeamFile:
     integration_branch: str | None = None
     """None: ``teamrt/<run>``."""
     gate_timeout: float = 600.0
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+    """What agents' commands may reach: network, environment, limits, running without bubblewrap."""
 
 
 class TeamFileError(ValueError):
@@ -178,6 +203,7 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
     settings["integration_branch"] = merge.branch("integration_branch")
     timeout = merge.count("gate_timeout")
     settings["gate_timeout"] = None if timeout is None else float(timeout)
+    settings["sandbox"] = _sandbox(path, raw.get("sandbox", {}))
     team_file = TeamFile(  # an absent key keeps the dataclass's default
         path=path,
         name=team.text("name") or path.stem,
@@ -205,7 +231,7 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
 
 def _parse(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = _read(path).decode("utf-8")
     except FileNotFoundError:
         raise TeamFileError(path, "no such team file") from None
     except OSError as exc:
@@ -216,6 +242,40 @@ def _parse(path: Path) -> dict[str, Any]:
         return tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
         raise TeamFileError(path, f"TOML syntax error: {exc}") from exc
+    except RecursionError:
+        raise TeamFileError(path, "TOML nested too deeply") from None
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes; a FIFO, device or directory is refused without blocking, and so is a huge file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TeamFileError(path, "not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise TeamFileError(path, f"over {MAX_BYTES // 1024} KiB; a team file is a short TOML file")
+        return f.read(MAX_BYTES + 1)
+
+
+def _sandbox(path: Path, value: object) -> SandboxPolicy:
+    table = _Table(path, "sandbox", value, SANDBOX_KEYS)
+    default = SandboxPolicy()
+    env = table.texts("env") or ()
+    for name in env:
+        if not _VARIABLE.fullmatch(name):
+            raise table.error(f"env: {name!r} is not a variable name")
+        if name.startswith(_SECRET_VARIABLES):
+            raise table.error(f"env: {name} is never passed to agents' commands (credentials)")
+    return SandboxPolicy(
+        network=table.flag("network", default.network),
+        unconfined=table.flag("unconfined", default.unconfined),
+        env=env,
+        read=table.texts("read") or (),
+        max_processes=table.count("max_processes") or default.max_processes,
+        max_memory_mb=table.count("max_memory_mb") or default.max_memory_mb,
+        max_file_mb=table.count("max_file_mb") or default.max_file_mb,
+    )
 
 
 def _roles(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
@@ -226,6 +286,10 @@ def _roles(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
         if name == LEAD:
             raise TeamFileError(
                 path, "[roles.lead]: the lead is not a role it can spawn; configure it in [lead]"
+            )
+        if name in RESERVED:
+            raise TeamFileError(
+                path, f"[roles.{name}]: teamrt's own mail is sent as {name!r}; pick another name"
             )
         if not is_name(name):
             raise TeamFileError(
@@ -285,17 +349,20 @@ class _Table:
             raise self._wrong(key, f"one of {', '.join(options)}")
         return value
 
-    def count(self, key: str, *, most: int | None = None) -> int | None:
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.values.get(key, default)
+        if not isinstance(value, bool):
+            raise self._wrong(key, "true or false")
+        return value
+
+    def count(self, key: str, *, most: int = MOST) -> int | None:
         value = self.values.get(key)
         if value is None:
             return None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < 1
-            or (most is not None and value > most)
-        ):
-            raise self._wrong(key, "a positive integer" if most is None else f"an integer from 1 to {most}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self._wrong(key, "a positive integer" if most == MOST else f"an integer from 1 to {most}")
+        if value > most:
+            raise self._wrong(key, f"at most {most:_}" if most == MOST else f"an integer from 1 to {most}")
         return value
 
     def dollars(self, key: str) -> float | None:
@@ -304,6 +371,8 @@ class _Table:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise self._wrong(key, "a positive number of dollars")
+        if value > MOST:
+            raise self._wrong(key, f"at most {MOST:_} dollars")
         return float(value)
 
     def seconds(self, key: str) -> float | None:
@@ -312,6 +381,8 @@ class _Table:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
             raise self._wrong(key, "a number of seconds, 0 or more")
+        if value > MOST:
+            raise self._wrong(key, f"at most {MOST:_} seconds")
         return float(value)
 
     def texts(self, key: str) -> tuple[str, ...] | None:
@@ -372,4 +443,8 @@ def team_from_json(data: dict[str, Any]) -> TeamFile:
     fields["roles"] = {name: RoleSpec(**role) for name, role in fields["roles"].items()}
     for key in ("allow", "deny", "ask", "gates"):
         fields[key] = tuple(fields[key])
+    sandbox = fields.get("sandbox")  # absent in runs made before [sandbox] existed: the defaults
+    fields["sandbox"] = SandboxPolicy(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in (sandbox or {}).items()}
+    )
     return TeamFile(**fields)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .policy import SandboxPolicy
+
 OnProcess = Callable[[int], Awaitable[None]]
 """Called with the pid of each process a tool starts, before the tool waits on it (journaled)."""
 
@@ -41,6 +43,14 @@ class ToolContext:
     """Directories sandboxed programs must see even under the private /tmp (a worktree's repository)."""
     writable: tuple[Path, ...] = field(default=())
     """Directories outside the workspace that sandboxed programs may write (a worktree's git metadata)."""
+    protected: tuple[Path, ...] = field(default=())
+    """Canonical paths no tool may change in any permission mode (``teamrt.tools.protect``): the file
+    tools refuse them, the sandbox mounts those that exist read-only."""
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    """What the run allows programs: network, environment, limits, running unconfined."""
+    read_denied: Callable[[Path], str | None] | None = None
+    """The agent's deny rules for reading: the rule (as written) that forbids reading a canonical path,
+    or None. Reads refuse such a path and walks (glob, grep) skip it."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""Protected paths: what no agent may change, in any permission mode, ``bypassPermissions`` included.
+
+An agent can be steered by anything it reads, so the places that decide what
+runs, and with which rights, are out of its reach:
+
+- teamrt's home (every run's store, mailboxes and worktree metadata, and the
+  agent definitions in ``.teamrt/agents/``);
+- ``.git`` (config, hooks, info, refs): a hook or a filter driver planted there
+  runs outside any sandbox, at the user's next commit or at teamrt's own git;
+- ``.claude/`` and ``.mcp.json``: agent definitions, settings, hooks and MCP
+  servers that the next session loads;
+- the run's team file.
+
+``protected_paths`` lists these for one workspace (the file tools refuse them,
+the sandbox mounts those that exist read-only); ``write_refusal`` also refuses a
+``.git`` or ``.claude`` component or a ``.mcp.json`` anywhere below the workspace,
+so a nested repository or a subproject's settings are covered too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROTECTED_DIRS = (".git", ".claude")
+"""Directory names protected at any depth of a workspace."""
+PROTECTED_FILES = (".mcp.json",)
+"""File names protected at any depth of a workspace."""
+AGENTS_DIR = Path(".teamrt") / "agents"
+"""Where a project keeps teamrt's own agent definitions (protected even when the home is elsewhere)."""
+PROTECTED = (
+    "is protected: no agent may change teamrt's home, .git, .claude, .mcp.json, agent definitions"
+    " or the team file, in any permission mode"
+)
+
+
+def protected_paths(
+    roots: tuple[Path, ...], *, home: Path, git_dir: Path | None = None, team_file: Path | None = None
+) -> tuple[Path, ...]:
+    """The canonical protected paths for an agent working in ``roots`` (its workspace, the project and the
+    repository's root): each root's ``.git``, ``.claude``, ``.mcp.json`` and ``.teamrt/agents``, teamrt's
+    ``home``, the repository's common ``git_dir`` and the run's ``team_file``. Paths need not exist."""
+    found: list[Path] = [_canonical(home)]
+    for root in roots:
+        for name in (*PROTECTED_DIRS, *PROTECTED_FILES, str(AGENTS_DIR)):
+            found.append(_canonical(root / name))
+    for path in (git_dir, team_file):
+        if path is not None:
+            found.append(_canonical(path))
+    return tuple(dict.fromkeys(found))
+
+
+def write_refusal(path: Path, workspace: Path, protected: tuple[Path, ...]) -> str | None:
+    """Why the canonical ``path`` may not be changed by an agent working in ``workspace``, or None."""
+    root = _canonical(workspace)
+    inside = path.is_relative_to(root)
+    for top in protected:
+        # a worktree agent's workspace lies in teamrt's home: the home protects all of itself but that
+        if path.is_relative_to(top) and not (inside and root.is_relative_to(top) and root != top):
+            return PROTECTED
+    if inside:
+        parts = path.relative_to(root).parts
+        for name in PROTECTED_DIRS:
+            if name in parts[:-1] or (parts and parts[-1] == name):
+                return PROTECTED
+        if parts and parts[-1] in PROTECTED_FILES:
+            return PROTECTED
+    return None
+
+
+def _canonical(path: Path) -> Path:
+    return Path(os.path.realpath(path))
