@@ -144,7 +144,7 @@ def test_an_ask_allowed_by_a_person_runs_the_tool(home: Path, project: Path) -> 
 
     started = time.monotonic()
     outcome, model, events = run(home, project, [WRITE, Reply().say("done")], ask_wait=60, during=allow)
-    assert outcome.status == "done" and time.monotonic() - started < 10, "the ask did not wait out its 60 s"
+    assert outcome.status == "done" and time.monotonic() - started < 40, "the ask did not wait out its 60 s"
     assert (project / "note.txt").read_text() == "hello\n"
     assert not tool_result(model).get("is_error")
     [ask] = seen
@@ -191,7 +191,7 @@ def test_without_an_answer_in_time_the_policy_answers(home: Path, project: Path,
 def test_ask_wait_zero_answers_at_once_and_still_records_the_ask(home: Path, project: Path) -> None:
     started = time.monotonic()
     outcome, model, events = run(home, project, [WRITE, Reply().say("ok")], ask_wait=0)
-    assert outcome.status == "done" and time.monotonic() - started < 5
+    assert outcome.status == "done" and time.monotonic() - started < 30
     assert [e.kind for e in events] == ["ask", "ask.answered"]
     assert events[0].data["wait_s"] == 0 and events[1].data["id"] == events[0].data["id"]
     assert (events[1].data["allowed"], events[1].data["by"]) == (False, "policy")
@@ -207,7 +207,7 @@ def test_a_stop_while_an_ask_waits_ends_the_agent_at_once(home: Path, project: P
     started = time.monotonic()
     outcome, _, events = run(home, project, [WRITE], ask_wait=60, during=stop)
     assert (outcome.status, outcome.reason) == ("stopped", "stopped by user")
-    assert time.monotonic() - started < 10, "the stop waited for the ask"
+    assert time.monotonic() - started < 40, "the stop waited for the ask"
     [verdict] = answered(events)
     assert (verdict["allowed"], verdict["by"]) == (False, "stop")
     with runs.reading(home / "runs" / RUN, RUN) as reader:

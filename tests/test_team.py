@@ -14,6 +14,7 @@ import pytest
 from conftest import FAST
 
 from teamrt.agents import load_definitions
+from teamrt.mailbox import inbox as inbox_module
 from teamrt.models import Reply
 from teamrt.models.sim import Fault, SimRequest, SimServer
 from teamrt.runtime.agent import Outcome
@@ -321,7 +322,12 @@ def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) ->
     assert sum(1 for a in store.reader.agents() if a.kind == "team") == 5
 
 
-def test_a_teammate_wakes_on_mail_without_polling_delay(project: Path, sim: SimServer) -> None:
+def test_a_teammate_wakes_on_mail_without_polling(
+    project: Path, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the inbox's rescan tick out of the way, only the watcher's push can wake the teammate (how fast
+    is benchmarks/mailbox.py's figure: a timed assertion flakes on a loaded machine)."""
+    monkeypatch.setattr(inbox_module, "RESCAN_SECONDS", 3600.0)
     sent: list[float] = []
 
     def lead(request: SimRequest) -> Reply:
@@ -349,8 +355,7 @@ def test_a_teammate_wakes_on_mail_without_polling_delay(project: Path, sim: SimS
     sim.policies.update({"lead": lead, "reviewer": lambda request: Reply().say("awake")})
     run_team(project, sim, "go", setup)
     [at] = sent
-    woke = min(c.at for c in sim.calls if c.agent == "reviewer" and c.at > at)
-    assert woke - at < 0.3, f"the teammate took {woke - at:.3f} s to wake (the rescan tick is 1 s)"
+    assert any(c.at > at for c in sim.calls if c.agent == "reviewer"), "the teammate woke for the mail"
 
 
 def test_a_rejected_shutdown_keeps_the_teammate_until_it_accepts(project: Path, sim: SimServer) -> None:
@@ -392,7 +397,7 @@ def test_a_stop_sent_to_the_supervisor_ends_the_run(project: Path, sim: SimServe
         return Reply().call("hold", {}) if not request.calls("hold") else Reply().say("finished")
 
     def setup(supervisor: Supervisor) -> None:
-        supervisor.tools["hold"] = Hold(30.0)
+        supervisor.tools["hold"] = Hold(300.0)
         asyncio.get_running_loop().call_later(
             1.0,
             lambda: supervisor.mailbox.post(
@@ -403,7 +408,7 @@ def test_a_stop_sent_to_the_supervisor_ends_the_run(project: Path, sim: SimServe
     sim.policies["lead"] = lead
     started = time.monotonic()
     outcome, store = run_team(project, sim, "go", setup)
-    assert time.monotonic() - started < 10, "the stop did not wait for the held tool"
+    assert time.monotonic() - started < 60, "the stop did not wait for the held tool"
     assert outcome.status == "stopped" and outcome.reason == "stopped by user"
     assert store.reader.run().status == "stopped"
 
