@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--budget-usd", type=_positive_float, help="hard limit on dollars for the run")
     run.add_argument("--quiet", action="store_true", help="do not stream the agent's text as it arrives")
     run.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="where bubblewrap is not installed, let agents' commands (bash, merge gates) run anyway,"
+        " unconfined: with your rights, your files and your network (as [sandbox] unconfined = true does;"
+        " without it they are refused)",
+    )
+    run.add_argument(
         "--detach",
         action="store_true",
         help="check the arguments, start the run in the background and print its id; its output goes to"
@@ -322,8 +329,7 @@ def _run_one(args: argparse.Namespace) -> int:
         if args.teamfile is not None:
             work = run_team_file(
                 Path(args.teamfile), prompt=args.prompt, model=args.model, project=Path.cwd(),
-                on_notice=lambda line: print(line, file=sys.stderr), run_id=args.run_id,
-                ask_wait=args.ask_wait,
+                on_notice=_notice, run_id=args.run_id, ask_wait=args.ask_wait, unconfined=args.unconfined,
             )  # fmt: skip
         else:
             work = run_single(
@@ -337,7 +343,9 @@ def _run_one(args: argparse.Namespace) -> int:
                 budget_tokens=args.budget_tokens,
                 budget_usd=args.budget_usd,
                 on_text=None if args.quiet else _echo,
+                on_notice=_notice,
                 run_id=args.run_id,
+                unconfined=args.unconfined,
             )
         result = asyncio.run(work)
     except (
@@ -346,6 +354,10 @@ def _run_one(args: argparse.Namespace) -> int:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     return _report(result, quiet=args.quiet or args.teamfile is not None)
+
+
+def _notice(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _report(result: RunSummary, *, quiet: bool) -> int:
@@ -469,18 +481,27 @@ def _start_detached(
 
 
 def _check_run(args: argparse.Namespace) -> None:
-    """Raise what ``run_team_file`` or ``run_single`` would raise before creating a run, creating none."""
+    """Raise what ``run_team_file`` or ``run_single`` would raise before creating a run, creating none;
+    say what the run's start would (its sandbox)."""
     import asyncio
 
-    from .runtime.teamrun import check_start, single_team, team_from_file
+    from .runtime.teamrun import check_start, sandbox_notice, single_team, team_from_file
 
     project = Path.cwd()
     if args.teamfile is not None:
-        team, _ = team_from_file(Path(args.teamfile), prompt=args.prompt, model=args.model, project=project)
+        team, _ = team_from_file(
+            Path(args.teamfile), prompt=args.prompt, model=args.model, project=project,
+            unconfined=args.unconfined,
+        )  # fmt: skip
     else:
-        team, _ = single_team(args.agent, model=args.model or "sim", project=project)
+        team, _ = single_team(
+            args.agent, model=args.model or "sim", project=project, unconfined=args.unconfined
+        )
     for model in check_start(team, project, sim=False).values():
         asyncio.run(model.aclose())
+    notice = sandbox_notice(team.sandbox)
+    if notice is not None:
+        _notice(notice)
 
 
 def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:

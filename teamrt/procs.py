@@ -69,6 +69,33 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def tree(root: int) -> set[int]:
+    """``root`` and the processes descended from it (zombies too), read from /proc.
+
+    Follows ``/proc/<pid>/task/<tid>/children``, so it costs what the tree
+    holds, not what the machine runs. A process being re-parented at that
+    moment may be missed; an orphan re-parented outside the tree is not found.
+    """
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # gone
+            continue
+        found.add(pid)
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    todo += map(int, f.read().split())
+            except OSError:
+                continue
+    return found
+
+
 async def kill_group(pgid: int, grace: float = 2.0) -> None:
     """End every process of group ``pgid``: SIGTERM, then SIGKILL for those still there after ``grace`` s.
 

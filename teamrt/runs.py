@@ -36,6 +36,7 @@ from .store import (
     owner_alive,
 )
 from .store.engine import DB_FILE, run_file
+from .tools.sandbox import SANDBOX_EVENT, describe
 
 CRASHED = "crashed"
 LIVE_AGENT = ("pending", "running", "idle", "merging")
@@ -201,8 +202,9 @@ def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[st
         tasks = reader.tasks()
         merges = reader.merges()
         asks = pending_asks(reader)
+        sandbox = sandbox_of(reader)
     status = run_status(run)
-    lines = _header(run, status, now)
+    lines = _header(run, status, now, sandbox)
     tree = agent_tree(agents)
     if not tree:
         return [*lines, "", "agents: none yet"]
@@ -245,7 +247,7 @@ def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[Merg
     return lines
 
 
-def _header(run: RunRecord, status: str, now: float) -> list[str]:
+def _header(run: RunRecord, status: str, now: float, sandbox: dict[str, Any] | None) -> list[str]:
     said = status + (f": {run.status_reason}" if run.status_reason else "")
     if status == CRASHED:
         beat = f"last heartbeat {age_text(now - run.heartbeat_at)} ago" if run.heartbeat_at else "no owner"
@@ -262,6 +264,7 @@ def _header(run: RunRecord, status: str, now: float) -> list[str]:
         f"task     {task[0]}",
         *(f"         {line}" for line in task[1:]),
         f"workdir  {run.workdir}",
+        *([f"sandbox  {describe_sandbox(sandbox)}"] if sandbox is not None else []),
         f"started  {started} ({age_text(now - run.created_at)} ago); {ran}",
         f"tokens   {prompt:,} in ({share:.0%} read from cache), {u.output_tokens:,} out",
     ]
@@ -269,6 +272,26 @@ def _header(run: RunRecord, status: str, now: float) -> list[str]:
     budgets += [f"{run.budget_tokens:,} tokens"] if run.budget_tokens is not None else []
     lines.append(f"cost     ${u.cost_usd:.4f}" + (f" (budget {', '.join(budgets)})" if budgets else ""))
     return lines
+
+
+def sandbox_of(reader: StoreReader) -> dict[str, Any] | None:
+    """What the run's agents' commands may reach, as its latest ``sandbox`` event says (None: not said)."""
+    events = reader.events(kinds=(SANDBOX_EVENT,))
+    return events[-1].data if events else None
+
+
+def describe_sandbox(data: dict[str, Any]) -> str:
+    """A ``sandbox`` event's data in one line."""
+    return describe(
+        confined=bool(data.get("confined")),
+        unconfined=bool(data.get("unconfined")),
+        network=bool(data.get("network")),
+    )
+
+
+def unconfined_run(data: dict[str, Any] | None) -> bool:
+    """Whether the run's commands run without bubblewrap (it opted in, and there was none)."""
+    return data is not None and not data.get("confined") and bool(data.get("unconfined"))
 
 
 def agent_tree(agents: list[AgentRecord]) -> list[tuple[AgentRecord, int]]:

@@ -86,7 +86,7 @@ def run_worktree_team(
     async def go() -> Outcome:
         worktrees = Worktrees(
             repo=repo, store=store, run_dir=run_dir, run_id=run, base=base, project=project,
-            integration=integration, gates=team.gates, gate_timeout=team.gate_timeout,
+            integration=integration, gates=team.gates, gate_timeout=team.gate_timeout, policy=team.sandbox,
         )  # fmt: skip
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),

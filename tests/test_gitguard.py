@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from teamrt.tools.base import ToolContext
 from teamrt.tools.gitguard import git_escape
 from teamrt.tools.sandbox import bwrap_options
 
@@ -41,6 +42,12 @@ def test_git_inside_the_workspace_passes(command: str) -> None:
         ("GIT_DIR=/p/.git git commit", "GIT_DIR=/p/.git"),
         ("export GIT_WORK_TREE=/p; git add .", "GIT_WORK_TREE=/p"),
         ("env GIT_OBJECT_DIRECTORY=/p/.git/objects git commit", "GIT_OBJECT_DIRECTORY=/p/.git/objects"),
+        ("sudo -u me git -C /etc commit", "git -C /etc"),
+        ("nice -n 5 command git --work-tree=/p add .", "git --work-tree /p"),
+        ("if true; then g\\it -C '/e'tc commit; fi", "git -C /etc"),
+        ("echo $(git -C /etc log)", "git -C /etc"),
+        ("find . -exec git -C /etc add {} +", "git -C /etc"),
+        ("x=1 GIT_WORK_TREE=/p git add .", "GIT_WORK_TREE=/p"),
     ],
 )
 def test_git_pointed_outside_is_refused_naming_what(command: str, shown: str) -> None:
@@ -55,15 +62,24 @@ def test_a_path_the_text_cannot_tell_is_refused() -> None:
     assert "literal path" in (git_escape("git --git-dir=`pwd`/x log", WS) or "")
 
 
-def test_unbalanced_quotes_are_left_to_bash() -> None:
+def test_git_options_the_text_cannot_read_are_refused() -> None:
+    assert git_escape("git $OPTS status", WS) == (
+        "cannot tell where git works: `$OPTS` is not plain text; write the command more plainly"
+    )
+    assert git_escape('git commit -m "$MSG"', WS) is None
+
+
+def test_what_the_parser_cannot_read_is_left_to_bash_and_the_sandbox() -> None:
     assert git_escape("git commit -m 'oops", WS) is None
+    assert git_escape("[[ -d .git ]] && git status", WS) is None
 
 
 def test_a_worktrees_repository_is_read_only_and_its_metadata_writable_after_the_private_tmp(
     tmp_path: Path,
 ) -> None:
     ws, git_dir, admin = tmp_path / "ws", tmp_path / "repo/.git", tmp_path / "repo/.git/worktrees/a"
-    options = bwrap_options(ws, tmp_path / "home/runs/r1", writable=(admin,), readable=(git_dir,))
+    ctx = ToolContext(ws, tmp_path / "home/runs/r1", writable=(admin,), readable=(git_dir,))
+    options = bwrap_options(ctx)
     tmpfs = options.index("--tmpfs")
     ro = options.index(str(git_dir))
     rw = options.index(str(admin))

@@ -59,6 +59,8 @@ def test_rules_parse(text: str, tool: str, specifier: str | None) -> None:
         ("Two words", "not a tool name"),
         ("Bash(npm test && rm -rf x)", "one simple command"),
         ("Bash(echo $(date))", "one simple command"),
+        ("Bash(f() { ls; })", "one simple command"),
+        ("Bash(echo 'unterminated)", "cannot parse"),
         ("spawn_agent(explorer)", "take a specifier"),
     ],
 )
@@ -209,7 +211,7 @@ def test_deny_rules_apply_to_read_only_tools(tmp_path: Path) -> None:
         (["Bash(echo:*)", "Bash(rm:*)"], "echo $(rm -rf x)", ASK),
         (["Bash(echo:*)", "Bash(id)"], "echo `id`", ASK),
         # each part of the next two is allowed on its own; the substitution is not
-        (["Bash(echo *)", "Bash(date)", 'Bash(")'], 'echo "today is $(date)"', ASK),
+        (["Bash(echo *)", "Bash(date)"], 'echo "today is $(date)"', ASK),
         (["Bash(echo:*)"], "echo $((1 + 2))", ASK),
         (["Bash(diff:*)", "Bash(ls:*)"], "diff <(ls a) <(ls b)", ASK),
         (["Bash(echo:*)"], "echo '$(not run)'", ALLOW),
@@ -245,6 +247,244 @@ def test_a_compound_command_names_every_rule_that_allowed_it(tmp_path: Path) -> 
     perms = Permissions(allow=["Bash(git status)", "Bash(npm test:*)"])
     decision = bash(perms, "npm test && git status && npm test -x", tmp_path)
     assert decision == Decision(ALLOW, 'allowed by rules "Bash(npm test:*)", "Bash(git status)"')
+
+
+# --- fail-closed bash rules -------------------------------------------------
+
+DENY_RM = Permissions("bypassPermissions", deny=["Bash(rm:*)"])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "FOO=1 rm victim.txt",
+        "/bin/rm victim.txt",
+        "command rm victim.txt",
+        "builtin command rm victim.txt",
+        "\\rm victim.txt",
+        "r''m victim.txt",
+        '"rm" victim.txt',
+        "r\\\nm victim.txt",
+        "{ rm victim.txt; }",
+        "if true; then rm victim.txt; fi",
+        "if rm victim.txt; then :; fi",
+        "while true; do rm victim.txt; break; done",
+        "for f in victim.txt; do rm $f; done",
+        "f() { rm victim.txt; }",
+        "! rm victim.txt",
+        "echo $(rm victim.txt)",
+        "x=$(rm victim.txt)",
+        "cat <(rm victim.txt)",
+        "ls > >(rm victim.txt)",
+        "exec rm victim.txt",
+        "nohup rm victim.txt",
+        "\\time rm victim.txt",
+        "/usr/bin/time -v rm victim.txt",
+        "env rm victim.txt",
+        "env -i FOO=1 rm victim.txt",
+        "nice -n 5 rm victim.txt",
+        "nice -5 rm victim.txt",
+        "timeout 5 rm victim.txt",
+        "timeout -s KILL -k 1 5 rm victim.txt",
+        "stdbuf -oL rm victim.txt",
+        "setsid rm victim.txt",
+        "sudo rm victim.txt",
+        "sudo -u root -E rm victim.txt",
+        "doas rm victim.txt",
+        "busybox rm victim.txt",
+        "chroot / rm victim.txt",
+        "echo victim.txt | xargs rm",
+        "echo victim.txt | xargs -0 -n 1 rm -f",
+        "ls | xargs -I{} rm {}",
+        "find . -name victim.txt -exec rm {} \\;",
+        "find . -name victim.txt -execdir rm -f {} +",
+        "nice timeout 5 env sudo rm victim.txt",
+        "git bisect run rm victim.txt",
+    ],
+)
+def test_a_deny_rule_catches_the_program_however_it_is_spelled(tmp_path: Path, command: str) -> None:
+    assert bash(DENY_RM, command, tmp_path) == Decision(DENY, 'denied by rule "Bash(rm:*)"')
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("time rm victim.txt", "cannot parse"),
+        ("case x in x) rm victim.txt;; esac", "cannot parse"),
+        ("[[ -f x ]] && rm victim.txt", "cannot parse"),
+        ("echo 'unterminated", "cannot parse"),
+        ("eval rm victim.txt", "`eval` runs its arguments"),
+        ('eval "$(echo cm0K | base64 -d) victim.txt"', "`eval` runs its arguments"),
+        ("source ./script.sh", "`source` runs a script"),
+        (". ./script.sh", "`.` runs a script"),
+        ("bash -c 'rm victim.txt'", "`bash` runs a script"),
+        ("sh script.sh", "`sh` runs a script"),
+        ("echo 'rm victim.txt' | sh", "`sh` runs a script"),
+        ("env -S 'rm victim.txt'", "`env -S`"),
+        ("sudo -s", "`sudo -s`"),
+        ("xargs sh -c 'rm victim.txt'", "`sh` runs a script"),
+        ("find . -exec sh -c 'rm {}' \\;", "`sh` runs a script"),
+        ("python3 -c 'import os; os.remove(\"victim.txt\")'", "`python3 -c` runs code given inline"),
+        ("perl -ne 'unlink'", "`perl -e` runs code given inline"),
+        ("echo 'import os' | python3", "`python3` without a script"),
+        ("awk 'BEGIN { system(\"rm victim.txt\") }'", "`awk`"),
+        ("$CMD victim.txt", "the program `$CMD` is not plain text"),
+        ("$(echo rm) victim.txt", "the program `$(echo rm)` is not plain text"),
+        ("r*m victim.txt", "the program `r*m` is not plain text"),
+        ("{rm,victim.txt}", "the program `{rm,victim.txt}` is not plain text"),
+        ("~/bin/x victim.txt", "is not plain text"),
+        ("f() { ls; }; f", "`f` is a function the command defines"),
+        ("alias ls=rm", "`alias` defines commands"),
+        ("exec > log", "`exec` without a program"),
+        ("trap 'rm victim.txt' EXIT", "`trap` runs text"),
+        ("PATH=. ls", "`PATH=` changes which programs run"),
+        ("LD_PRELOAD=./x.so ls", "`LD_PRELOAD=`"),
+        ("export PATH=.:$PATH; ls", "`PATH=`"),
+        ("env BASH_ENV=./x ls", "`BASH_ENV=`"),
+        ("git -c alias.x='!rm victim.txt' x", "`git -c` can make git run any program"),
+        ("git --config-env=alias.x=CMD x", "`git --config-env`"),
+        ("git rebase -x 'rm victim.txt' main", "`git rebase -x` runs a command"),
+        ("git config alias.x '!rm victim.txt'", "`git config`"),
+        ("git submodule foreach 'rm victim.txt'", "`git submodule` runs shell text"),
+        ("strace rm victim.txt", "`strace` runs a program"),
+        ("cat <<EOF\n$(rm victim.txt)\nEOF", "here-document"),
+        ("(( x ))", "evaluates arithmetic"),
+        ("echo ${a[$i]}", "`${a[$i]}`"),
+        ("echo ${!name}", "`${!name}`"),
+        ("read 'a[$i]'", "evaluates the subscript"),
+        ("declare -i n=x", "`declare -i`"),
+        ("timeout $T rm victim.txt", "cannot tell what `timeout` runs: `$T` is not plain text"),
+        ("nice --frobnicate rm victim.txt", "`--frobnicate` is an option the checker does not know"),
+    ],
+)
+def test_a_command_that_cannot_be_read_is_denied_naming_why(tmp_path: Path, command: str, why: str) -> None:
+    decision = bash(DENY_RM, command, tmp_path)
+    assert decision.verdict is DENY
+    assert decision.reason.startswith("cannot tell what this command runs (")
+    assert why in decision.reason
+    assert decision.reason.endswith(', so rule "Bash(rm:*)" may forbid it; write the command out plainly')
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rmdir x",
+        "echo rm x",
+        "grep -r 'rm x' .",
+        "ls $HOME",
+        "git status",
+        "git -C sub log",
+        "command -v rm",
+        "find . -name '*.py' -exec grep -l TODO {} +",
+        "python3 -m pytest -q",
+        "python3 script.py",
+        "awk '{print $1}' file",
+        "cat <<'EOF'\n$(rm victim.txt)\nEOF",
+        "git commit -m \"$(cat <<'EOF'\nthe message\nEOF\n)\"",
+        "echo ${HOME:-/} ${x%.py} $1",
+        "[ -f x ] && echo yes",
+        "printf '[%s]\\n' x",
+        "export FOO=$BAR",
+    ],
+)
+def test_what_the_reader_sees_through_passes_a_deny_rule(tmp_path: Path, command: str) -> None:
+    assert bash(DENY_RM, command, tmp_path).verdict is ALLOW
+
+
+def test_a_command_that_cannot_be_read_passes_when_no_bash_rule_has_a_specifier(tmp_path: Path) -> None:
+    assert bash(Permissions("bypassPermissions", deny=["Read(.env)"]), "eval rm x", tmp_path).verdict is ALLOW
+    assert bash(Permissions(allow=["Bash"]), "eval rm x", tmp_path).verdict is ALLOW
+    assert bash(Permissions("bypassPermissions", deny=["Bash"]), "ls", tmp_path).verdict is DENY
+
+
+def test_an_ask_rule_asks_about_a_command_that_cannot_be_read(tmp_path: Path) -> None:
+    perms = Permissions("bypassPermissions", ask=["Bash(git push:*)"])
+    assert bash(perms, "git push", tmp_path) == Decision(ASK, 'approval required by rule "Bash(git push:*)"')
+    decision = bash(perms, "eval git push", tmp_path)
+    assert decision.verdict is ASK
+    assert decision.reason == (
+        "cannot tell what this command runs (`eval` runs its arguments as a command),"
+        ' so rule "Bash(git push:*)" may apply'
+    )
+    assert bash(perms, "git status", tmp_path).verdict is ALLOW
+    denying = Permissions("bypassPermissions", ask=["Bash(git push:*)"], deny=["Bash(curl:*)"])
+    assert bash(denying, "eval git push", tmp_path).verdict is DENY
+
+
+@pytest.mark.parametrize(
+    ("rule", "command", "verdict"),
+    [
+        ("Bash(git push:*)", "git push origin main", DENY),
+        ("Bash(git push:*)", "git -C . push", DENY),
+        ("Bash(git push:*)", "git --no-pager -C sub push --force", DENY),
+        ("Bash(git push:*)", "git $X", DENY),
+        ("Bash(git push:*)", "git pu*", DENY),
+        ("Bash(git push:*)", "git status $X", ALLOW),
+        ("Bash(git push:*)", "git pushy", ALLOW),
+        ("Bash(rm -rf /)", "rm -rf / 2>/dev/null", DENY),
+        ("Bash(rm -rf /)", "rm -rf $DIR", DENY),
+        ("Bash(rm -rf /)", "rm -f $DIR", ALLOW),
+        ("Bash(/bin/rm:*)", "rm x", DENY),
+        ("Bash(/bin/rm:*)", "/usr/bin/rm x", DENY),
+        ("Bash(* --force)", "git push $X", DENY),
+        ("Bash(sudo:*)", "sudo rm x", DENY),
+    ],
+)
+def test_a_deny_rule_matches_what_the_command_may_run(
+    tmp_path: Path, rule: str, command: str, verdict: Verdict
+) -> None:
+    assert bash(Permissions("bypassPermissions", deny=[rule]), command, tmp_path).verdict is verdict
+
+
+def test_a_command_that_may_match_a_deny_rule_is_denied_saying_so(tmp_path: Path) -> None:
+    decision = bash(Permissions("bypassPermissions", deny=["Bash(git push:*)"]), "git $SUB", tmp_path)
+    assert decision == Decision(
+        DENY, 'denied by rule "Bash(git push:*)" (`git $SUB` may match it: not all its words are plain text)'
+    )
+
+
+@pytest.mark.parametrize(
+    ("rules", "command", "verdict"),
+    [
+        # every program a wrapper runs must be allowed too
+        (["Bash(rm:*)"], "sudo rm x", ASK),
+        (["Bash(sudo rm:*)"], "sudo rm x", ASK),
+        (["Bash(sudo rm:*)", "Bash(rm:*)"], "sudo rm x", ALLOW),
+        (["Bash(timeout:*)", "Bash(npm test)"], "timeout 60 npm test", ALLOW),
+        (["Bash(find:*)"], "find . -exec rm {} \\;", ASK),
+        (["Bash(find:*)", "Bash(grep:*)"], "find . -exec grep -l x {} +", ALLOW),
+        (["Bash(xargs:*)"], "xargs rm", ASK),
+        (["Bash(xargs:*)", "Bash(rm:*)"], "xargs rm", ALLOW),
+        (["Bash(xargs:*)", "Bash(rm x)"], "xargs rm x", ASK),
+        # what cannot be read is never allowed by a rule with a specifier
+        (["Bash(git:*)"], "git -c alias.x='!touch P' x", ASK),
+        (["Bash(git:*)"], "git status", ALLOW),
+        (["Bash(git:*)"], "git -C sub status", ALLOW),
+        (["Bash(eval:*)"], "eval ls", ASK),
+        (["Bash(bash:*)"], "bash -c ls", ASK),
+        (["Bash(echo:*)"], "time echo", ASK),
+        (["Bash(ls:*)"], "f() { ls; }; f", ASK),
+        # a program written with a directory is allowed only by a rule that writes it so
+        (["Bash(rm:*)"], "/tmp/evil/rm x", ASK),
+        (["Bash(./deploy.sh)"], "./deploy.sh", ALLOW),
+        (["Bash(./deploy.sh)"], "deploy.sh", ASK),
+        (["Bash(/usr/bin/*:*)"], "/usr/bin/make all", ALLOW),
+        # an argument that is not plain text must match whatever it turns out to be
+        (["Bash(npm test:*)"], "npm test $ARGS", ALLOW),
+        (["Bash(npm test *)"], "npm test -- *.js", ALLOW),
+        (["Bash(cat README.md)"], "cat $FILE", ASK),
+        (["Bash(cat *.md)"], "cat $FILE", ASK),
+        (["Bash(cat *)"], "cat $FILE", ALLOW),
+        (["Bash(git * main)"], "git $X main", ASK),
+        # quotes and assignments are not part of what a rule sees
+        (["Bash(npm test)"], "CI=1 npm 'test'", ALLOW),
+        (["Bash(git commit -m *)"], 'git commit -m "fix: it"', ALLOW),
+    ],
+)
+def test_an_allow_rule_must_cover_everything_the_command_runs(
+    tmp_path: Path, rules: list[str], command: str, verdict: Verdict
+) -> None:
+    assert bash(Permissions(allow=rules), command, tmp_path).verdict is verdict
 
 
 # --- file tools ------------------------------------------------------------
@@ -342,6 +582,47 @@ def test_a_read_rule_covers_grep_and_glob(
     tmp_path: Path, tool: str, input: dict[str, Any], verdict: Verdict
 ) -> None:
     assert decide(Permissions(deny=["Read(secrets/**)"]), tool, input, tmp_path).verdict is verdict
+
+
+@pytest.mark.parametrize("tool", ["read", "grep", "glob"])
+def test_a_read_family_call_without_a_path_is_about_the_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "home" / "ws"
+    workspace.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    assert decide(Permissions(deny=["Read(~/**)"]), tool, {"pattern": "x"}, workspace).verdict is DENY
+    assert (
+        decide(Permissions(deny=[f"Read(/{workspace})"]), tool, {"pattern": "x"}, workspace).verdict is DENY
+    )
+    assert decide(Permissions(deny=["Read(ws/**)"]), tool, {"pattern": "x"}, workspace).verdict is ALLOW
+
+
+def test_read_denial_names_the_read_rule_that_forbids_a_path(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "secrets" / "old").mkdir(parents=True)
+    (workspace / "src").mkdir()
+    perms = Permissions(
+        "bypassPermissions", deny=["Edit(src/**)", "Grep(src/**)", "Read(secrets/**)", "Read(*.pem)"]
+    )
+    real = workspace.resolve()
+    assert perms.read_denial(real / "secrets" / "old" / "key", workspace) == "Read(secrets/**)"
+    assert perms.read_denial(real / "secrets", workspace) == "Read(secrets/**)"
+    assert perms.read_denial(real / "src" / "deploy.pem", workspace) == "Read(*.pem)"
+    assert perms.read_denial(real / "src" / "app.py", workspace) is None
+    assert perms.read_denial(real / "secrets.txt", workspace) is None
+    assert Permissions(deny=["read"]).read_denial(real / "src" / "app.py", workspace) == "read"
+    assert Permissions(ask=["Read(src/**)"]).read_denial(real / "src" / "app.py", workspace) is None
+
+
+def test_read_denial_sees_the_canonical_path_behind_a_symlink(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "secrets").mkdir(parents=True)
+    (tmp_path / "ws-link").symlink_to(workspace)
+    perms = Permissions(deny=["Read(secrets/**)"])
+    assert (
+        perms.read_denial(workspace.resolve() / "secrets" / "k", tmp_path / "ws-link") == "Read(secrets/**)"
+    )
 
 
 @pytest.mark.parametrize(

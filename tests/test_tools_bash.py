@@ -1,4 +1,4 @@
-"""The bash tool with real processes: the sandbox, process-group cleanup, environment, output."""
+"""The bash tool with real processes: the sandbox, process-group cleanup, limits, environment, output."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import subprocess
+import sys
 import uuid
-from pathlib import Path
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path, PurePath
 from typing import Any
 
 import pytest
@@ -16,12 +20,15 @@ from conftest import needs_bwrap
 
 from teamrt.procs import group_members, is_running, kill_group, process_start_time
 from teamrt.tools import Bash, ToolContext, ToolError, ToolResult
-from teamrt.tools.sandbox import WARNING, Sandbox, bwrap_options
+from teamrt.tools.policy import SandboxPolicy
+from teamrt.tools.sandbox import TOOLCHAINS, Sandbox
 
 SANDBOXES = [
     pytest.param(None, id="bwrap", marks=needs_bwrap),
     pytest.param(Sandbox(None), id="unconfined"),
 ]
+UNCONFINED = SandboxPolicy(unconfined=True)
+"""The run's opt-in: without bwrap, commands run unconfined (with bwrap it changes nothing)."""
 
 
 def bash(ctx: ToolContext, command: str, sandbox: Sandbox | None = None, **input: Any) -> ToolResult:
@@ -86,14 +93,29 @@ def test_outside_the_workspace_nothing_can_be_written(ctx: ToolContext) -> None:
 
 
 @needs_bwrap
-def test_every_run_inside_the_workspace_stays_read_only(ctx: ToolContext) -> None:
+def test_every_run_inside_the_workspace_is_hidden_and_read_only(ctx: ToolContext) -> None:
     other = ctx.run_dir.parent / "r0"
     other.mkdir()
-    for target in (".teamrt/runs/r1/new.db", ".teamrt/runs/r0/new.db"):
-        result = bash(ctx, f"touch {target}")
+    (other / "run.db").write_text("another run's store\n")
+    assert bash(ctx, "ls -A .teamrt/runs").content == "(no output)", "no run is shown, its own neither"
+    result = bash(ctx, "cat .teamrt/runs/r0/run.db .teamrt/runs/r1/run.db")
+    assert result.is_error
+    assert "store" not in result.content
+    assert result.content.count("No such file or directory") == 2
+    for target in (".teamrt/runs/r1/new.db", ".teamrt/runs/r0", ".teamrt/new.db"):
+        result = bash(ctx, f"mkdir -p {target}")
         assert result.is_error
         assert "Read-only file system" in result.content
-    assert not (ctx.run_dir / "new.db").exists() and not (other / "new.db").exists()
+    assert not (ctx.run_dir / "new.db").exists() and (ctx.run_dir / "run.db").read_text() == "secret store\n"
+    assert sorted(p.name for p in other.iterdir()) == ["run.db"]
+
+
+@needs_bwrap
+def test_the_runs_spill_directory_is_readable_and_nothing_else_of_the_run(ctx: ToolContext) -> None:
+    (ctx.run_dir / "spill").mkdir()
+    (ctx.run_dir / "spill" / "big.txt").write_text("spilled\n")
+    assert bash(ctx, "ls .teamrt/runs/r1; cat .teamrt/runs/r1/spill/big.txt").content == "spill\nspilled\n"
+    assert "Read-only file system" in bash(ctx, "touch .teamrt/runs/r1/spill/x").content
 
 
 def test_the_workspace_is_writable_and_the_cwd(ctx: ToolContext, ws: Path) -> None:
@@ -109,25 +131,14 @@ def test_tmp_is_private_to_the_call(ctx: ToolContext) -> None:
     assert not Path(name).exists()
 
 
-def test_bwrap_binds_teamrt_home_read_only_only_when_it_is_inside_the_workspace(
-    ctx: ToolContext, tmp_path: Path
-) -> None:
-    ws, home = str(ctx.workspace), str(ctx.run_dir.parent.parent)
-    inside = bwrap_options(ctx.workspace, ctx.run_dir)
-    assert inside[inside.index("--tmpfs") :] == [
-        *("--tmpfs", "/tmp", "--bind", ws, ws, "--ro-bind", home, home),
-        *("--unshare-pid", "--die-with-parent", "--chdir", ws),
-    ]
-    assert "--ro-bind" not in bwrap_options(ctx.workspace, tmp_path / "elsewhere" / "runs" / "r1")[1:]
-
-
-def test_without_bwrap_commands_run_and_one_warning_is_printed(
-    ctx: ToolContext, capsys: pytest.CaptureFixture[str]
-) -> None:
-    unconfined = Sandbox(None)
-    assert bash(ctx, "echo one", unconfined).content == "one\n"
-    assert bash(ctx, "echo two", unconfined).content == "two\n"
-    assert capsys.readouterr().err == WARNING + "\n"
+def test_without_bwrap_bash_is_refused_unless_the_run_opted_in(ctx: ToolContext) -> None:
+    with pytest.raises(ToolError) as refused:
+        bash(ctx, "echo one", Sandbox(None))
+    said = str(refused.value)
+    assert said.startswith("bash: refused: bubblewrap (bwrap) is not installed")
+    assert "teamrt run --unconfined" in said and "[sandbox] unconfined = true" in said
+    opted_in = replace(ctx, policy=UNCONFINED)
+    assert bash(opted_in, "echo two", Sandbox(None)).content == "two\n"
 
 
 # -- the process group ----------------------------------------------------------------------
@@ -140,7 +151,10 @@ def test_on_process_gets_the_pid_of_a_running_group_leader(ctx: ToolContext) -> 
         seen.append((pid, process_start_time(pid), os.getpgid(pid)))
 
     result = asyncio.run(
-        Bash().run({"command": "echo ok"}, ToolContext(ctx.workspace, ctx.run_dir, on_process=on_process))
+        Bash().run(
+            {"command": "echo ok"},
+            replace(ctx, on_process=on_process, policy=UNCONFINED),
+        )
     )
     assert result.content == "ok\n"
     [(pid, start, pgid)] = seen
@@ -164,7 +178,8 @@ def test_cancelling_the_tool_kills_everything_it_started(
     async def go() -> list[Process]:
         tool = asyncio.create_task(
             Bash(sandbox).run(
-                {"command": command}, ToolContext(ctx.workspace, ctx.run_dir, on_process=on_process)
+                {"command": command},
+                replace(ctx, on_process=on_process, policy=UNCONFINED),
             )
         )
         sleepers = await started(tool, pgids, ["sleep", "1000"], count)
@@ -189,7 +204,7 @@ def test_a_timeout_kills_the_group_and_reports_the_output_so_far(
         pgids.append(pid)
 
     async def go() -> tuple[ToolResult, list[Process]]:
-        context = ToolContext(ctx.workspace, ctx.run_dir, on_process=on_process)
+        context = replace(ctx, on_process=on_process, policy=UNCONFINED)
         tool = asyncio.create_task(
             Bash(sandbox).run({"command": "echo begun; sleep 1000 & wait", "timeout": 1}, context)
         )
@@ -213,7 +228,7 @@ def test_what_a_command_leaves_in_the_background_ends_with_it(
     async def on_process(pid: int) -> None:
         pgids.append(pid)
 
-    context = ToolContext(ctx.workspace, ctx.run_dir, on_process=on_process)
+    context = replace(ctx, on_process=on_process, policy=UNCONFINED)
     result = asyncio.run(Bash(sandbox).run({"command": "sleep 1000 & echo left"}, context))
     assert result.content == "left\n"
     assert group_members(pgids[0]) == []
@@ -227,7 +242,7 @@ def test_a_process_that_left_the_group_dies_with_the_sandbox(ctx: ToolContext) -
         pgids.append(pid)
 
     async def go() -> list[Process]:
-        context = ToolContext(ctx.workspace, ctx.run_dir, on_process=on_process)
+        context = replace(ctx, on_process=on_process, policy=UNCONFINED)
         tool = asyncio.create_task(Bash().run({"command": "setsid sleep 1001 & wait"}, context))
         escaped = await started(tool, pgids, ["sleep", "1001"], -1)
         tool.cancel()
@@ -256,21 +271,139 @@ def test_kill_group_sends_sigkill_to_what_ignores_sigterm() -> None:
         proc.wait()
 
 
+# -- what root inside may do, and the limits -------------------------------------------------
+
+# The interpreter itself (a virtual environment's link lies under /tmp, which is private), and its
+# installation, which may lie in a hidden home directory (~/.pyenv), named in [sandbox] read.
+PYTHON = os.path.realpath(sys.executable)
+PYTHON_HOME = os.path.realpath(sys.base_prefix)
+
+
+@needs_bwrap
+def test_every_capability_is_dropped_and_hard_limits_stay(ctx: ToolContext) -> None:
+    assert bash(ctx, "grep CapEff /proc/self/status").content == "CapEff:\t0000000000000000\n"
+    result = bash(ctx, "ulimit -H -f unlimited")
+    assert result.is_error and "Operation not permitted" in result.content
+
+
+@needs_bwrap
+def test_homes_are_hidden_but_what_the_run_names_in_read(
+    ctx: ToolContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "someone"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("private key\n")
+    (home / ".pyenv").mkdir()
+    (home / ".pyenv" / "version").write_text("3.11\n")
+    monkeypatch.setenv("HOME", str(home))
+    result = bash(ctx, "cat ~/.ssh/id_rsa")
+    assert result.is_error and "private key" not in result.content
+    assert "No such file or directory" in result.content
+    listed = bash(ctx, "ls -A ~ /root /home").content.split()
+    assert {f"{home}:", "/home:", "/root:"} <= set(listed)
+    toolchains = {PurePath(p).parts[1] for p in TOOLCHAINS}
+    assert set(listed) - {f"{home}:", "/home:", "/root:"} <= toolchains, "only toolchains show"
+    assert bash(ctx, "cat ~/.pyenv/version").content == "3.11\n", "a toolchain is shown by default"
+    assert "Read-only file system" in bash(ctx, "touch ~/.pyenv/x").content
+    (home / "tools").mkdir()
+    (home / "tools" / "version").write_text("1.0\n")
+    assert "No such file" in bash(ctx, "cat ~/tools/version").content
+    reading = replace(ctx, policy=SandboxPolicy(read=("~/tools",)))
+    assert bash(reading, "cat ~/tools/version").content == "1.0\n"
+    assert "No such file" in bash(reading, "cat ~/.ssh/id_rsa").content
+    assert "Read-only file system" in bash(reading, "touch ~/tools/x").content
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP server on 127.0.0.1 (connections wait in its backlog); its port."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield server.getsockname()[1]
+
+
+@needs_bwrap
+def test_the_network_is_cut_unless_the_run_allows_it(ctx: ToolContext, listener: int) -> None:
+    connect = f"exec 3<>/dev/tcp/127.0.0.1/{listener} && echo connected"
+    result = bash(ctx, connect, timeout=60)
+    assert result.is_error and "Connection refused" in result.content
+    assert (
+        bash(replace(ctx, policy=SandboxPolicy(network=True)), connect, timeout=60).content == "connected\n"
+    )
+
+
+@needs_bwrap
+def test_protected_paths_in_the_workspace_are_read_only_and_writable_dirs_inside_them_writable(
+    ctx: ToolContext, ws: Path
+) -> None:
+    (ws / ".git" / "worktrees" / "a").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n")
+    context = replace(
+        ctx, protected=(ws / ".git", ws / ".claude"), writable=(ws / ".git" / "worktrees" / "a",)
+    )
+    result = bash(context, "echo x >> .git/config; touch .git/worktrees/a/HEAD && echo wrote")
+    assert result.content.endswith("Read-only file system\nwrote\n"), result.content
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
+    assert (ws / ".git" / "worktrees" / "a" / "HEAD").exists()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_command_with_too_many_processes_is_killed_with_all_it_started(
+    ctx: ToolContext, sandbox: Sandbox | None
+) -> None:
+    pgids: list[int] = []
+
+    async def on_process(pid: int) -> None:
+        pgids.append(pid)
+
+    policy = SandboxPolicy(unconfined=True, max_processes=20)
+    context = replace(ctx, policy=policy, on_process=on_process)
+    result = bash(
+        context, "echo begun; for i in $(seq 200); do sleep 1003 & done; wait", sandbox, timeout=120
+    )
+    assert result == ToolResult("begun\n\n[killed: more than 20 processes]", is_error=True)
+    assert group_members(pgids[0]) == []
+    assert survivors(processes(["sleep", "1003"])) == []
+    few = bash(context, "for i in $(seq 5); do sleep 0.2 & done; wait; echo fine", sandbox, timeout=120)
+    assert few == ToolResult("fine\n")
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_memory_and_file_size_are_limited(ctx: ToolContext, sandbox: Sandbox | None) -> None:
+    policy = SandboxPolicy(unconfined=True, max_memory_mb=256, max_file_mb=1, read=(PYTHON_HOME,))
+    context = replace(ctx, policy=policy)
+    hog = bash(context, f"{PYTHON} -c 'bytearray(1 << 30)'", sandbox)
+    assert hog.is_error and "MemoryError" in hog.content
+    assert bash(context, f"{PYTHON} -c 'bytearray(64 << 20)' && echo fits", sandbox).content == "fits\n"
+    big = bash(context, "head -c 3M /dev/zero > big.bin", sandbox)
+    assert big.is_error and "a file reached the size limit of 1 MiB]" in big.content, big.content
+    assert (ctx.workspace / "big.bin").stat().st_size == 1 << 20
+
+
 # -- what the command sees and what the model gets --------------------------------------
 
 
-def test_the_environment_has_no_anthropic_variables(
+def test_the_environment_is_an_allowlist_and_what_the_team_file_names(
     ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://localhost:1")
     monkeypatch.setenv("TEAMRT_DB", "postgresql://user:pw@db/teamrt")
-    monkeypatch.setenv("TEAMRT_TOOL_TEST", "visible")
-    output = bash(ctx, "env").content
-    assert "TEAMRT_TOOL_TEST=visible" in output
-    assert "ANTHROPIC" not in output
-    assert "TEAMRT_DB" not in output
-    assert "sk-ant-secret" not in output
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("TEAMRT_TOOL_TEST", "named")
+    monkeypatch.setenv("LC_TIME", "C")
+    monkeypatch.setenv("TZ", "UTC")
+    context = replace(ctx, env={"GIT_DIR_TEST": "from-context"})
+    names = {line.partition("=")[0] for line in bash(context, "env").content.splitlines()}
+    assert names - {"PWD", "SHLVL", "_", "OLDPWD"} <= {
+        "PATH", "HOME", "LANG", "TERM", "TZ", "USER", "LOGNAME", "LC_TIME", "GIT_DIR_TEST",
+        "PYTHONDONTWRITEBYTECODE",
+    }  # fmt: skip
+    assert {"PATH", "HOME", "TZ", "LC_TIME", "GIT_DIR_TEST"} <= names
+    named = replace(context, policy=SandboxPolicy(env=("TEAMRT_TOOL_TEST", "ANTHROPIC_API_KEY")))
+    output = bash(named, "env").content
+    assert "TEAMRT_TOOL_TEST=named" in output
+    assert "sk-ant-secret" not in output, "teamrt's own credentials are never passed, even when named"
+    assert "ghp_secret" not in output and "aws-secret" not in output
 
 
 def test_stdin_is_empty_and_stderr_is_merged(ctx: ToolContext) -> None:

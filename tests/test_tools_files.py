@@ -1,18 +1,27 @@
-"""The file tools on a real filesystem: confinement, the run directory, read/write/edit/glob/grep."""
+"""The file tools on a real filesystem: confinement, teamrt's home, protected paths, deny rules, hostile
+input, and read, write, edit, glob and grep themselves."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import random
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from teamrt.tools import ToolContext, ToolError, ToolResult, builtin_tools
-from teamrt.tools.files import GLOB_RESULTS, GREP_FILE_BYTES, GREP_FILES, GREP_LINES, glob_regex
+from teamrt.tools import ToolContext, ToolError, ToolResult, builtin_tools, grep
+from teamrt.tools.confine import IN_HOME, Confinement
+from teamrt.tools.globbing import GLOB_RESULTS, glob_regex
+from teamrt.tools.grep import GREP_FILE_BYTES, GREP_FILES, GREP_LINES
+from teamrt.tools.protect import PROTECTED, protected_paths
+from teamrt.tools.sandbox import default_sandbox
 
 TOOLS = builtin_tools()
 
@@ -87,25 +96,71 @@ def test_a_symlink_inside_the_workspace_is_followed(ctx: ToolContext, ws: Path) 
     assert (ws / "sub/new.txt").read_text() == "made\n"
 
 
+def test_symlinked_directories_inside_the_workspace_are_followed_by_hand(ctx: ToolContext, ws: Path) -> None:
+    (ws / "real").mkdir()
+    (ws / "rel").symlink_to("real")
+    (ws / "abs").symlink_to(ws / "real")
+    (ws / "real/sub").mkdir()
+    (ws / "real/sub/up").symlink_to("../../real/f.txt")
+    assert run(ctx, "write", file_path="rel/f.txt", content="one\n").content == "created real/f.txt (1 lines)"
+    assert (
+        run(ctx, "write", file_path="abs/new/g.txt", content="").content == "created real/new/g.txt (0 lines)"
+    )
+    assert run(ctx, "edit", file_path="abs/f.txt", old_string="one", new_string="two").content == (
+        "edited real/f.txt: 1 replacement(s)"
+    )
+    assert run(ctx, "read", file_path="rel/sub/up").content == "     1\ttwo"
+    assert run(ctx, "read", file_path=str(ws / "abs/sub/../f.txt")).content == "     1\ttwo"
+    assert (ws / "abs").is_symlink() and (ws / "real/new/g.txt").exists()
+
+
+def test_writes_keep_the_mode_but_never_set_user_id_and_leave_no_temporaries(
+    ctx: ToolContext, ws: Path
+) -> None:
+    (ws / "kept.sh").write_text("echo\n")
+    (ws / "kept.sh").chmod(0o750)
+    (ws / "suid").write_text("x\n")
+    (ws / "suid").chmod(0o4755)
+    run(ctx, "write", file_path="kept.sh", content="echo hi\n")
+    run(ctx, "edit", file_path="suid", old_string="x", new_string="y")
+    assert stat.S_IMODE((ws / "kept.sh").stat().st_mode) == 0o750
+    assert stat.S_IMODE((ws / "suid").stat().st_mode) == 0o755
+    assert sorted(p.name for p in ws.iterdir()) == [".teamrt", "kept.sh", "suid"]
+
+
 def test_a_symlink_loop_is_refused_clearly(ctx: ToolContext, ws: Path) -> None:
     (ws / "a").symlink_to("b")
     (ws / "b").symlink_to("a")
     assert refused(ctx, "read", file_path="a/x") == "read: a/x has a symlink loop"
 
 
-def test_the_run_directory_is_refused_and_skipped_as_is_git(ctx: ToolContext, ws: Path) -> None:
+def test_teamrts_home_is_refused_for_reading_and_writing_and_walks_skip_it(
+    ctx: ToolContext, ws: Path
+) -> None:
+    other = ws / ".teamrt/runs/r0"
+    other.mkdir(parents=True)
+    (other / "run.db").write_text("secret other run\n")
+    (ws / ".teamrt/agents").mkdir()
+    (ws / ".teamrt/agents/lead.md").write_text("secret agent\n")
     (ws / ".git").mkdir()
     (ws / ".git" / "config").write_text("secret git\n")
     (ws / "code.txt").write_text("not secret\n")
-    for path in (".teamrt/runs/r1/run.db", str(ctx.run_dir / "mailbox/lead/new/m.json")):
-        assert "run's own directory" in refused(ctx, "read", file_path=path)
-        assert "run's own directory" in refused(ctx, "write", file_path=path, content="x")
-    assert "run's own directory" in refused(ctx, "glob", pattern="*", path=".teamrt/runs/r1")
+    mail = str(ctx.run_dir / "mailbox/lead/new/m.json")
+    for path in (".teamrt/runs/r1/run.db", ".teamrt/runs/r0/run.db", ".teamrt/agents/lead.md", mail):
+        assert refused(ctx, "read", file_path=path) == f"read: {path} {IN_HOME}"
+        assert refused(ctx, "write", file_path=path, content="x") == f"write: {path} {PROTECTED}"
+        assert refused(ctx, "edit", file_path=path, old_string="secret", new_string="x").endswith(PROTECTED)
+    assert refused(ctx, "glob", pattern="*", path=".teamrt/runs/r1") == f"glob: .teamrt/runs/r1 {IN_HOME}"
+    assert refused(ctx, "grep", pattern="secret", path=".teamrt") == f"grep: .teamrt {IN_HOME}"
     (ws / "to-run").symlink_to(ctx.run_dir)
-    assert "run's own directory" in refused(ctx, "read", file_path="to-run/run.db")
+    assert refused(ctx, "read", file_path="to-run/run.db") == (
+        f"read: to-run/run.db (which resolves to {ctx.run_dir / 'run.db'}) {IN_HOME}"
+    )
     assert run(ctx, "glob", pattern="**/*").content == "code.txt"
     assert run(ctx, "grep", pattern="secret").content == "code.txt"
-    assert run(ctx, "grep", pattern="secret", path=".teamrt").content == "no matches for 'secret'"
+    assert run(ctx, "grep", pattern="secret", output_mode="content").content == "code.txt:1:not secret"
+    assert (ws / ".teamrt/agents/lead.md").read_text() == "secret agent\n"
+    assert (ctx.run_dir / "run.db").read_text() == "secret store\n"
 
 
 def test_extra_roots_are_read_only_and_a_spill_directory_inside_the_run_is_readable(
@@ -115,28 +170,180 @@ def test_extra_roots_are_read_only_and_a_spill_directory_inside_the_run_is_reada
     spill = run_dir / "spill"
     spill.mkdir(parents=True)
     (spill / "big.txt").write_text("spilled\n")
-    (run_dir / "run.db").write_text("store\n")
+    (run_dir / "run.db").write_text("spilled store\n")
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "guide.md").write_text("guide\n")
     ctx = ToolContext(workspace=ws, run_dir=run_dir, extra_roots=(spill, docs))
     assert run(ctx, "read", file_path=str(spill / "big.txt")).content == "     1\tspilled"
     assert run(ctx, "grep", pattern="guide", path=str(docs)).content == str(docs / "guide.md")
+    assert run(ctx, "grep", pattern="spilled", path=str(spill)).content == str(spill / "big.txt")
+    assert run(ctx, "glob", pattern="*", path=str(spill)).content == str(spill / "big.txt")
     message = refused(ctx, "write", file_path=str(docs / "guide.md"), content="x")
     assert message.endswith("is in a read-only directory; only the workspace can be changed")
-    refused(ctx, "edit", file_path=str(spill / "big.txt"), old_string="spilled", new_string="x")
-    assert "run's own directory" in refused(ctx, "read", file_path=str(run_dir / "run.db"))
+    message = refused(ctx, "edit", file_path=str(spill / "big.txt"), old_string="spilled", new_string="x")
+    assert message.endswith("is in a read-only directory; only the workspace can be changed")
+    assert refused(ctx, "read", file_path=str(run_dir / "run.db")) == f"read: {run_dir / 'run.db'} {IN_HOME}"
     assert (docs / "guide.md").read_text() == "guide\n"
 
 
-def test_a_worktree_workspace_inside_the_run_directory_works(tmp_path: Path) -> None:
+def test_a_worktree_workspace_inside_teamrts_home_works(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs/r1"
     worktree = run_dir / "worktrees/alice"
     worktree.mkdir(parents=True)
+    (run_dir / "run.db").write_text("mine store\n")
     ctx = ToolContext(workspace=worktree, run_dir=run_dir)
     assert run(ctx, "write", file_path="f.txt", content="mine\n").content == "created f.txt (1 lines)"
+    assert run(ctx, "edit", file_path="f.txt", old_string="mine", new_string="ours").content == (
+        "edited f.txt: 1 replacement(s)"
+    )
     assert run(ctx, "glob", pattern="*").content == "f.txt"
-    assert "run's own directory" in refused(ctx, "read", file_path="../../run.db")
+    assert run(ctx, "grep", pattern="ours", output_mode="content").content == "f.txt:1:ours"
+    assert refused(ctx, "read", file_path="../../run.db") == f"read: ../../run.db {IN_HOME}"
+    assert refused(ctx, "write", file_path="../../x.txt", content="x") == f"write: ../../x.txt {IN_HOME}"
+
+
+def test_protected_paths_are_never_written(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    run_dir = project / ".teamrt/runs/r1"
+    run_dir.mkdir(parents=True)
+    team_file = project / "team.toml"
+    team_file.write_text("[team]\n")
+    (project / ".git/hooks").mkdir(parents=True)
+    (project / ".git/config").write_text("[core]\n")
+    protected = protected_paths((project,), home=project / ".teamrt", team_file=team_file)
+    ctx = ToolContext(workspace=project, run_dir=run_dir, protected=protected)
+    for path in (
+        ".git/config",
+        ".git/hooks/pre-commit",
+        ".git/info/attributes",
+        ".claude/agents/coder.md",
+        ".claude/settings.json",
+        ".mcp.json",
+        "sub/.mcp.json",
+        "vendor/lib/.git/config",
+        ".teamrt/agents/lead.md",
+        "team.toml",
+        str(team_file),
+    ):
+        assert refused(ctx, "write", file_path=path, content="x") == f"write: {path} {PROTECTED}"
+    assert refused(ctx, "edit", file_path=".git/config", old_string="core", new_string="x").endswith(
+        PROTECTED
+    )
+    (project / "to-git").symlink_to(".git")
+    assert refused(ctx, "write", file_path="to-git/hooks/pre-commit", content="x").endswith(PROTECTED)
+    assert run(ctx, "read", file_path=".git/config").content == "     1\t[core]"
+    assert not (project / ".git/hooks/pre-commit").exists() and not (project / ".claude").exists()
+    assert team_file.read_text() == "[team]\n"
+
+
+def test_a_deny_rule_for_reading_refuses_read_and_hides_files_from_glob_and_grep(
+    ws: Path, run_dir: Path
+) -> None:
+    real = Path(os.path.realpath(ws))
+
+    def read_denied(path: Path) -> str | None:
+        return "Read(secrets/**)" if path.parent.is_relative_to(real / "secrets") else None
+
+    ctx = ToolContext(workspace=ws, run_dir=run_dir, read_denied=read_denied)
+    (ws / "secrets").mkdir()
+    (ws / "secrets/key.txt").write_text("token = 1\n")
+    (ws / "secrets/other.txt").write_text("token = 2\n")
+    (ws / "app.py").write_text("token = load()\n")
+    (ws / "alias.txt").symlink_to("secrets/key.txt")
+    assert refused(ctx, "read", file_path="secrets/key.txt") == (
+        "read: secrets/key.txt is denied by the rule Read(secrets/**)"
+    )
+    assert refused(ctx, "read", file_path="alias.txt") == (
+        f"read: alias.txt (which resolves to {real / 'secrets/key.txt'})"
+        " is denied by the rule Read(secrets/**)"
+    )
+    hidden = "(2 matching files are hidden by the agent's deny rules)"
+    assert run(ctx, "grep", pattern="token").content == f"app.py\n{hidden}"
+    assert (
+        run(ctx, "grep", pattern="token", output_mode="content").content
+        == f"app.py:1:token = load()\n{hidden}"
+    )
+    assert run(ctx, "glob", pattern="*.txt").content == (
+        "no files match *.txt in .\n(1 matching file is hidden by the agent's deny rules)"
+    )
+    assert run(ctx, "glob", pattern="**/*.txt").content.endswith(
+        "(3 matching files are hidden by the agent's deny rules)"
+    )
+    assert (
+        run(ctx, "write", file_path="secrets/new.txt", content="x\n").content
+        == "created secrets/new.txt (1 lines)"
+    )
+
+
+# -- hostile input ----------------------------------------------------------------------
+
+LONG_NAME = "n" * 300
+
+
+@pytest.mark.parametrize(
+    ("tool", "input", "message"),
+    [
+        ("read", {"file_path": LONG_NAME}, f"read: {LONG_NAME} has a name longer than 255 bytes"),
+        ("write", {"file_path": f"d/{LONG_NAME}", "content": ""}, f"write: d/{LONG_NAME} has a name longer"),
+        ("glob", {"pattern": "*", "path": LONG_NAME}, f"glob: {LONG_NAME} has a name longer than 255 bytes"),
+        ("read", {"file_path": "d/" * 2500}, "read: file_path is longer than 4096 bytes"),
+        ("write", {"file_path": "x" * 5000, "content": ""}, "write: file_path is longer than 4096 bytes"),
+        ("grep", {"pattern": "x", "path": "é" * 3000}, "grep: path is longer than 4096 bytes"),
+        (
+            "read",
+            {"file_path": "\ud800"},
+            "read: file_path holds a lone surrogate (U+D800), which is not valid",
+        ),
+        (
+            "write",
+            {"file_path": "f\udcff.txt", "content": ""},
+            "write: file_path holds a lone surrogate (U+DCFF)",
+        ),
+        (
+            "write",
+            {"file_path": "f.txt", "content": "a\udfffb"},
+            "write: content holds a lone surrogate (U+DFFF)",
+        ),
+        ("edit", {"file_path": "f.txt", "old_string": "\ud800", "new_string": "x"}, "edit: old_string holds"),
+        ("edit", {"file_path": "f.txt", "old_string": "x", "new_string": "\ud800"}, "edit: new_string holds"),
+        ("glob", {"pattern": "*\ud800"}, "glob: pattern holds a lone surrogate (U+D800)"),
+        ("grep", {"pattern": "\ud800"}, "grep: pattern holds a lone surrogate (U+D800)"),
+        ("grep", {"pattern": "x", "glob": "*\udc00"}, "grep: glob holds a lone surrogate (U+DC00)"),
+        ("read", {"file_path": "a\0b"}, "read: file_path must be a non-empty path without NUL characters"),
+        ("read", {"file_path": ""}, "read: file_path must be a non-empty path without NUL characters"),
+        ("read", {"file_path": 7}, "read: file_path must be a string"),
+        ("grep", {"pattern": "a\0"}, "grep: pattern must be at most 10000 characters, without NUL"),
+        ("grep", {"pattern": "a" * 10_001}, "grep: pattern must be at most 10000 characters, without NUL"),
+        ("grep", {"pattern": "x", "-A": -1}, "grep: -A must be a whole number from 0"),
+        ("grep", {"pattern": "x", "head_limit": 0}, "grep: head_limit must be a whole number from 1"),
+        ("grep", {"pattern": "x", "glob": "{"}, "grep: ripgrep failed: error parsing glob '{'"),
+        ("glob", {"pattern": "[z-a]"}, "glob: '[z-a]' is not a valid glob pattern"),
+        ("read", {"file_path": "p"}, "read: p is not a regular file"),
+        ("write", {"file_path": "p", "content": ""}, "write: p is not a regular file"),
+        (
+            "write",
+            {"file_path": "f.txt/x", "content": ""},
+            "write: f.txt/x has a part that is not a directory",
+        ),
+        ("write", {"file_path": ".", "content": ""}, "write: . is a directory"),
+    ],
+)
+def test_hostile_input_gets_a_clear_one_line_error(
+    ctx: ToolContext, ws: Path, tool: str, input: dict[str, Any], message: str
+) -> None:
+    (ws / "f.txt").write_text("x\n")
+    os.mkfifo(ws / "p")
+    assert refused(ctx, tool, **input).startswith(message)
+    assert (ws / "f.txt").read_text() == "x\n"
+
+
+def test_names_that_are_not_utf8_are_shown_replaced(ctx: ToolContext, ws: Path) -> None:
+    os.close(os.open(os.fsencode(ws) + b"/bad\xff.txt", os.O_CREAT | os.O_WRONLY))
+    with open(os.fsencode(ws) + b"/bad\xfe.md", "wb") as f:
+        f.write(b"needle\n")
+    assert run(ctx, "glob", pattern="bad*").content.splitlines() == ["bad\ufffd.md", "bad\ufffd.txt"]
+    assert run(ctx, "grep", pattern="needle", output_mode="content").content == "bad\ufffd.md:1:needle"
 
 
 # -- read -----------------------------------------------------------------------------
@@ -280,9 +487,197 @@ def test_grep_caps_lines_and_files_and_skips_big_files(ctx: ToolContext, ws: Pat
     assert len(lines) == GREP_FILES + 1
     assert lines[-1].startswith(f"(only the first {GREP_FILES} files are shown")
     (ws / "huge.log").write_bytes(b"needle\n" + b"." * GREP_FILE_BYTES)
-    assert run(ctx, "grep", pattern="needle").content == (
-        "no matches for 'needle'\n(1 files over 5 MiB were not searched)"
+    assert run(ctx, "grep", pattern="needle").content == "no matches for 'needle'"
+    assert refused(ctx, "grep", pattern="needle", path="huge.log") == (
+        "grep: huge.log is over 5 MiB, too large to search"
     )
+
+
+def test_grep_speaks_ripgreps_dialect_and_shows_context(ctx: ToolContext, ws: Path) -> None:
+    (ws / "a.txt").write_text("zero\nid 123\ntwo\nthree\nfour\nid 456\n")
+    assert run(ctx, "grep", pattern=r"id \d{3}", output_mode="count").content == "a.txt:2"
+    assert run(ctx, "grep", pattern="id", output_mode="content", **{"-C": 1}).content == (
+        "a.txt-1-zero\na.txt:2:id 123\na.txt-3-two\n--\na.txt-5-four\na.txt:6:id 456"
+    )
+    assert run(ctx, "grep", pattern="id", output_mode="content", **{"-B": 1, "-A": 0}).content == (
+        "a.txt-1-zero\na.txt:2:id 123\n--\na.txt-5-four\na.txt:6:id 456"
+    )
+    assert run(ctx, "grep", pattern="o", output_mode="content", head_limit=2).content == (
+        "a.txt:1:zero\na.txt:3:two\n"
+        "(only the first 2 matching lines are shown; narrow the pattern, path or glob)"
+    )
+    assert refused(ctx, "grep", pattern="(?<=id) 1") == (
+        "grep: pattern is not a valid regular expression: look-around, including look-ahead and look-behind,"
+        " is not supported"
+    )
+    assert (
+        refused(ctx, "grep", pattern="(") == "grep: pattern is not a valid regular expression: unclosed group"
+    )
+    assert run(ctx, "grep", pattern="-v").content == "no matches for '-v'"
+
+
+def test_grep_searches_hidden_files_but_not_ignored_ones_git_or_fifos(ctx: ToolContext, ws: Path) -> None:
+    (ws / ".git").mkdir()
+    (ws / ".git/HEAD").write_text("needle\n")
+    (ws / ".gitignore").write_text("ignored.txt\n")
+    (ws / "ignored.txt").write_text("needle\n")
+    (ws / ".env.example").write_text("needle\n")
+    (ws / "plain.txt").write_text("needle\n")
+    os.mkfifo(ws / "pipe")
+    assert run(ctx, "grep", pattern="needle").content == ".env.example\nplain.txt"
+
+
+def test_a_catastrophic_python_pattern_is_linear_for_ripgrep(ctx: ToolContext, ws: Path) -> None:
+    (ws / "a.txt").write_text("a" * 40 + "!\n" + "a" * 40 + "\n")
+    assert run(ctx, "grep", pattern="(a+)+$", output_mode="count").content == "a.txt:1"
+
+
+def test_grep_without_ripgrep_says_so(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grep, "ripgrep", lambda: None)
+    assert refused(ctx, "grep", pattern="x") == (
+        "grep: ripgrep (rg) is not installed; reinstall teamrt, which depends on it"
+    )
+
+
+def test_grep_shows_only_what_the_agent_may_read_whatever_ripgrep_prints(
+    ws: Path, run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second line of defence: the paths ripgrep prints are checked again, so a search that reached
+    the home, .git, a denied file or (through a swapped symlink) another directory shows none of it."""
+    real = Path(os.path.realpath(ws))
+    home = ws / ".teamrt"
+    (home / "runs/r0").mkdir(parents=True)
+    ctx = ToolContext(
+        workspace=ws,
+        run_dir=home / "runs/r1",
+        read_denied=lambda p: "Read(secret.txt)" if p == real / "secret.txt" else None,
+    )
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for path in (ws / "ok.txt", ws / "secret.txt", home / "runs/r0/run.db", outside / "x.txt"):
+        path.write_text("needle\n")
+    (ws / ".git").mkdir()
+    (ws / ".git/config").write_text("needle\n")
+    (ws / "swapped").symlink_to(outside)
+    printed = [
+        b"./ok.txt",
+        b"./secret.txt",
+        b"./.teamrt/runs/r0/run.db",
+        b"./.git/config",
+        b"./swapped/x.txt",
+    ]
+    printed += [b"./gone.txt", b"../ws/ok.txt", str(outside / "x.txt").encode()]
+
+    async def rg_printed(argv: list[str], cwd: Path) -> tuple[bytes, bytes, int]:
+        if "--json" not in argv:
+            return b"".join(p + b"\0" for p in printed), b"", 0
+        lines = ({"type": "match", "data": {"path": {"text": p.decode()}, "line_number": 1,
+                  "lines": {"text": "needle\n"}}} for p in printed)  # fmt: skip
+        return "\n".join(json.dumps(line) for line in lines).encode(), b"", 0
+
+    monkeypatch.setattr(grep, "_search", rg_printed)
+    hidden = "(1 matching file is hidden by the agent's deny rules)"
+    assert run(ctx, "grep", pattern="needle").content == f"ok.txt\n{hidden}"
+    assert run(ctx, "grep", pattern="needle", output_mode="content").content == f"ok.txt:1:needle\n{hidden}"
+
+
+def test_ripgrep_itself_sees_no_further_than_the_root_it_searches(
+    ctx: ToolContext, ws: Path, tmp_path: Path
+) -> None:
+    """The first line of defence: without the output filter, ripgrep still finds nothing in the home or
+    outside the workspace, even when asked to follow symlinks."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.txt").write_text("needle\n")
+    (ws / "swapped").symlink_to(outside)
+    (ctx.run_dir / "mail.txt").write_text("needle\n")
+    (ws / "ok.txt").write_text("needle\n")
+    rg = grep.ripgrep()
+    assert rg is not None
+    query = grep._Query.of({"pattern": "needle", "glob": "**"})
+    target = grep._Target.of(Confinement.of(ctx), ".")
+    out, _, _ = asyncio.run(grep._search([*target.command(rg, query)[:-2], "--follow", "--", "./"], ws))
+    if default_sandbox().confined:
+        assert out == b"./ok.txt\0"
+    else:  # the glob keeps it out of the home; only bubblewrap hides what lies outside
+        assert b"./ok.txt\0" in out and b"mail" not in out
+
+
+def test_a_grep_that_runs_too_long_is_stopped_while_the_event_loop_runs_on(
+    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pattern that keeps ripgrep's engine busy for many seconds over a 5 MiB file ends at the time limit
+    with an error, and ripgrep with it; meanwhile the supervisor's event loop keeps running."""
+    monkeypatch.setattr(grep, "GREP_SECONDS", 1.0)
+    _slow_to_search(ws)
+
+    async def main() -> tuple[ToolResult | ToolError, int, float]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        beat = asyncio.create_task(ticker())
+        start = time.monotonic()
+        try:
+            outcome: ToolResult | ToolError = await TOOLS["grep"].run({"pattern": SLOW}, ctx)
+        except ToolError as e:
+            outcome = e
+        took = time.monotonic() - start
+        beat.cancel()
+        return outcome, ticks, took
+
+    outcome, ticks, took = asyncio.run(main())
+    assert str(outcome) == "grep: stopped after 1 s; narrow the pattern, path or glob"
+    assert took < 15
+    assert ticks >= 10
+    assert not _children_named("rg", "bwrap")
+
+
+def test_a_cancelled_grep_ends_ripgrep(ctx: ToolContext, ws: Path) -> None:
+    _slow_to_search(ws)
+
+    async def main() -> None:
+        search = asyncio.create_task(TOOLS["grep"].run({"pattern": SLOW}, ctx))
+        for _ in range(500):
+            if _children_named("rg", "bwrap"):
+                break
+            await asyncio.sleep(0.02)
+        assert _children_named("rg", "bwrap"), "ripgrep never started"
+        search.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await search
+
+    asyncio.run(main())
+    assert not _children_named("rg", "bwrap")
+
+
+SLOW = "[ab]*a[ab]{30}c"
+"""A pattern that keeps ripgrep's engine busy for seconds on each file ``_slow_to_search`` makes."""
+
+
+def _slow_to_search(ws: Path) -> None:
+    """Two files of random lines of a and b, just under GREP_FILE_BYTES each."""
+    noise = random.Random(1).randbytes(80 * 60_000).translate(bytes(b"ab"[i % 2] for i in range(256)))
+    for name in ("one.txt", "two.txt"):
+        (ws / name).write_bytes(b"\n".join(noise[i : i + 80] for i in range(0, len(noise), 80)))
+
+
+def _children_named(*names: str) -> list[str]:
+    """This process's children with one of ``names``."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat_file.read_text()
+        except OSError:
+            continue
+        comm, fields = text.split("(", 1)[1].rsplit(")", 1)[0], text.rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getpid() and comm in names and fields[0] != "Z":
+            found.append(comm)
+    return found
 
 
 # -- the registry ---------------------------------------------------------------------------

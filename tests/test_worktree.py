@@ -28,11 +28,16 @@ from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import load_team_file
 from teamrt.runtime.teamrun import BranchTaken, run_team
 from teamrt.store import StoreError, create_store, open_reader
+from teamrt.worktree import GitRepo
+from teamrt.worktree.apply import NOT_RUN
 from teamrt.worktree.failures import failing_tests
+from teamrt.worktree.git import driver_overrides
 
 # The interpreter itself, not a virtual environment's link to it: gates run in the sandbox, whose /tmp is
-# private, and a checkout under /tmp (a fresh clone's .venv) would not be there.
+# private, and a checkout under /tmp (a fresh clone's .venv) would not be there. Home directories are
+# hidden in the sandbox too, so the interpreter's installation (~/.pyenv, say) is named in [sandbox] read.
 CHECK = f"{os.path.realpath(sys.executable)} check.py"
+PYTHON_HOME = os.path.realpath(sys.base_prefix)
 APP = "def add(a, b):\n    return a - b\n"
 CHECK_PY = "import app\nassert app.add(2, 3) == 5, f'add(2, 3) gave {app.add(2, 3)}'\nprint('check ok')\n"
 
@@ -40,7 +45,8 @@ CHECK_PY = "import app\nassert app.add(2, 3) == 5, f'add(2, 3) gave {app.add(2, 
 def team_toml(gates: list[str]) -> str:
     listed = ", ".join(f"'{g}'" for g in gates)
     permissions = "[permissions]\nallow = ['Bash']\n"
-    return f"[team]\nmodel = 'sim'\n[roles.coder]\n{permissions}[merge]\ngates = [{listed}]\n"
+    sandbox = f"[sandbox]\nread = ['{PYTHON_HOME}']\n"
+    return f"[team]\nmodel = 'sim'\n[roles.coder]\n{permissions}{sandbox}[merge]\ngates = [{listed}]\n"
 
 
 @pytest.fixture
@@ -225,9 +231,9 @@ def escaper(project: Path):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def project_off_tmp() -> Iterator[Path]:
-    """A project outside /tmp: the sandbox gives every command a private /tmp, which would hide
-    (not refuse) a write to a project there."""
-    root = Path(tempfile.mkdtemp(prefix="teamrt-test-", dir=Path.home()))
+    """A project outside /tmp and the home directories: the sandbox covers those with a private tmpfs,
+    which would hide (not refuse) a write to a project there."""
+    root = Path(tempfile.mkdtemp(prefix="teamrt-test-", dir="/var/tmp"))
     try:
         yield make_repo(root / "project", {"app.py": APP, "team.toml": team_toml([])})
     finally:
@@ -291,7 +297,8 @@ def test_apply_fast_forwards_a_clean_tree_and_refuses_a_dirty_one(
     assert (project / "app.py").read_text() == "# the user's own edit\n"
     git(project, "checkout", "--", "app.py")
     code, out, _ = teamrt(capsys, "apply", "r1")
-    assert code == 0 and out.startswith("fast-forwarded main to teamrt/r1"), out
+    assert code == 0 and out.startswith("fast-forwarded main to teamrt/r1") and out == f"{out[:-1]}\n", out
+    assert out.endswith(f" {NOT_RUN}\n"), "apply says that hooks and the repository's drivers did not run"
     assert git(project, "rev-parse", "HEAD") == git(project, "rev-parse", "teamrt/r1")
     assert (project / "app.py").read_text().endswith("return a + b\n")
     code, out, _ = teamrt(capsys, "apply", "r1")
@@ -310,6 +317,7 @@ def test_apply_merges_onto_a_branch_that_moved_only_when_confirmed(
     assert git(project, "rev-parse", "HEAD") == mine
     code, out, _ = teamrt(capsys, "apply", "r1", "--yes")
     assert code == 0 and out.startswith("merged teamrt/r1 into main"), out
+    assert out.endswith(f"(2 commit(s), unsigned) {NOT_RUN}\n"), out
     assert git(project, "rev-parse", "HEAD^1") == mine
     assert (project / "README").read_text() == "the user moved on\n"
     assert (project / "app.py").read_text().endswith("return a + b\n")
@@ -455,7 +463,7 @@ def test_teamrt_run_says_when_the_tree_is_dirty_and_refuses_a_taken_branch(proje
 
 
 def test_a_stop_while_merging_ends_the_gate_and_keeps_the_work(tmp_path: Path, sim: SimServer) -> None:
-    project = make_repo(tmp_path / "project", {"app.py": APP, "team.toml": team_toml(["sleep 60"])})
+    project = make_repo(tmp_path / "project", {"app.py": APP, "team.toml": team_toml(["sleep 300"])})
     run_dir = project / ".teamrt" / "runs" / "r1"
     sim.policies.update({"lead": lead_spawning("Fix add."), "coder": fixing_coder("a + b")})
 
@@ -473,7 +481,7 @@ def test_a_stop_while_merging_ends_the_gate_and_keeps_the_work(tmp_path: Path, s
     started = time.monotonic()
     outcome, store = run_worktree_team(project, sim, "Fix the bug.")
     stopper.join()
-    assert time.monotonic() - started < 30, "the gate was killed, not waited out"
+    assert time.monotonic() - started < 120, "the gate was killed, not waited out"
     coder = store.reader.agent("coder")
     assert coder.status == "stopped"
     assert (coder.status_reason or "").startswith(
@@ -577,3 +585,54 @@ def test_failing_tests_are_read_from_unittest_and_pytest_output() -> None:
     }
     assert failing_tests(pytest_out) == {"tests/test_x.py::test_b", "tests/test_z.py"}
     assert failing_tests("Ran 3 tests\n\nOK\n") == frozenset()
+
+
+# -- the repository's own drivers ---------------------------------------------------------
+
+
+def test_drivers_the_repository_defines_are_replaced_by_the_users_or_by_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = tmp_path / "user.gitconfig"
+    user.write_text('[filter "lfs"]\n\tsmudge = git-lfs smudge -- %f\n\tprocess = git-lfs filter-process\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(user))
+    for name, setting in (("COUNT", "1"), ("KEY_0", "filter.cli.clean"), ("VALUE_0", "mine")):
+        monkeypatch.setenv(f"GIT_CONFIG_{name}", setting)  # as `git -c` would pass it on
+    project = make_repo(tmp_path / "project", {"README": "hello\n"})
+    included = tmp_path / "included.gitconfig"
+    included.write_text('[merge "ours"]\n\tdriver = evil %A\n')
+    with (project / ".git" / "config").open("a") as config:
+        config.write(
+            '[filter "lfs"]\n\tsmudge = evil\n[filter "a=b.c"]\n\tclean = evil\n\trequired\n'
+            '[filter "cli"]\n\tclean = evil\n[diff "z"]\n\ttextconv = evil\n\tcommand = evil\n'
+            f"[include]\n\tpath = {included}\n"
+        )
+    repo = GitRepo.find(project)
+    assert repo is not None
+
+    def value(key: str) -> str:
+        return repo.run("config", "--get", key)
+
+    assert value("filter.lfs.smudge") == "git-lfs smudge -- %f", "the user's own value comes back"
+    assert value("filter.lfs.process") == "git-lfs filter-process", "the user's own driver is left alone"
+    assert (value("filter.a=b.c.clean"), value("filter.a=b.c.required")) == ("", "false")
+    assert value("filter.cli.clean") == "mine", "what the command line sets outranks the repository already"
+    assert [value(f"diff.z.{name}") for name in ("textconv", "command")] == ["", ""]
+    assert value("merge.ours.driver") == "false", "a driver of an included file is the repository's too"
+    assert value("core.hooksPath") == "/dev/null" and value("core.fsmonitor") == "false"
+
+
+def test_driver_overrides_read_scopes_order_and_bare_keys() -> None:
+    listing = "\0".join(
+        [
+            "global", "filter.x.required", "local", "filter.x.required\nfalse",
+            "local", "filter.x.smudge\nevil", "worktree", "merge.m.driver\nevil",
+            "local", "merge.n.driver\nevil", "command", "merge.n.driver\nmine",
+            "local", "filter.noname\nevil", "local", "filter.x.funcname\nx", "",
+        ]
+    )  # fmt: skip
+    assert driver_overrides(listing) == [
+        ("filter.x.required", "true"),
+        ("filter.x.smudge", ""),
+        ("merge.m.driver", "false"),
+    ]

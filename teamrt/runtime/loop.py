@@ -180,7 +180,9 @@ class AgentLoop:
             except asyncio.CancelledError:
                 if self._stopping is None:
                     raise
-                asyncio.current_task().uncancel()  # type: ignore[union-attr]  # the stop is handled here
+                task = asyncio.current_task()
+                assert task is not None
+                task.uncancel()  # the stop is handled here
             finally:
                 self._task = None
         await self.env.store.move_tool_call(call["id"], "interrupted")
@@ -393,7 +395,12 @@ class AgentLoop:
         async def journal_process(pid: int) -> None:
             await store.record_tool_process(call_id, pid, process_start_time(pid) or 0)
 
-        ctx: ToolContext = replace(self.env.tools, agent=self.spec.name, on_process=journal_process)
+        ctx: ToolContext = replace(
+            self.env.tools,
+            agent=self.spec.name,
+            on_process=journal_process,
+            read_denied=lambda path: self.spec.permissions.read_denial(path, self.env.tools.workspace),
+        )
         faults.point("tool.before", call_id)
         try:
             result = await tool.run(call["input"], ctx)

@@ -40,7 +40,7 @@ from ..tools.files import remove_temporaries
 from ..tools.permissions import Permissions
 from ..tools.protect import protected_paths
 from ..tools.registry import builtin_tools
-from ..tools.sandbox import default_sandbox
+from ..tools.sandbox import SANDBOX_EVENT, default_sandbox
 from ..tools.team import describe_tasks, team_tools
 from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Landing, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
@@ -175,7 +175,7 @@ class Supervisor:
         try:
             policy = self.team.sandbox
             await self.store.append_event(  # what the agents' commands may reach, for show and the TUI
-                "sandbox",
+                SANDBOX_EVENT,
                 {"confined": default_sandbox().confined, "unconfined": policy.unconfined,
                  "network": policy.network},
             )  # fmt: skip

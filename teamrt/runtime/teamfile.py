@@ -443,8 +443,7 @@ def team_from_json(data: dict[str, Any]) -> TeamFile:
     fields["roles"] = {name: RoleSpec(**role) for name, role in fields["roles"].items()}
     for key in ("allow", "deny", "ask", "gates"):
         fields[key] = tuple(fields[key])
-    sandbox = fields.get("sandbox")  # absent in runs made before [sandbox] existed: the defaults
-    fields["sandbox"] = SandboxPolicy(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in (sandbox or {}).items()}
-    )
+    sandbox: dict[str, Any] = fields.get("sandbox") or {}  # absent in runs made before [sandbox] existed
+    kept: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in sandbox.items()}
+    fields["sandbox"] = SandboxPolicy(**kept)
     return TeamFile(**fields)

@@ -14,6 +14,8 @@ from ..models.registry import is_sim
 from ..models.types import OnText
 from ..settings import load_settings
 from ..store import Store, create_store, open_reader, open_store
+from ..tools.policy import SandboxPolicy
+from ..tools.sandbox import OPT_IN, default_sandbox, describe
 from ..worktree import GitRepo, Worktrees
 from .agent import Outcome
 from .supervisor import Supervisor
@@ -56,21 +58,27 @@ async def run_team_file(
     on_notice: Notice | None = None,
     run_id: str | None = None,
     ask_wait: float | None = None,
+    unconfined: bool = False,
 ) -> RunSummary:
     """Run the team of ``path`` on ``prompt`` (default: the file's); ``model`` replaces every role's model,
-    ``ask_wait`` the file's ``ask_wait``."""
-    team, task = team_from_file(path, prompt=prompt, model=model, project=project, ask_wait=ask_wait)
+    ``ask_wait`` the file's ``ask_wait``; ``unconfined`` opts in to commands without bubblewrap."""
+    team, task = team_from_file(
+        path, prompt=prompt, model=model, project=project, ask_wait=ask_wait, unconfined=unconfined
+    )
     return await run_team(
         team, task, project=project, definitions=load_definitions(project), on_notice=on_notice, run_id=run_id
     )
 
 
 def team_from_file(
-    path: Path, *, prompt: str | None, model: str | None, project: Path, ask_wait: float | None = None
-) -> tuple[TeamFile, str]:
-    """The team of ``path`` (``model`` replacing every role's, ``ask_wait`` the file's) and its task;
-    raises on a user's mistake."""
+    path: Path, *, prompt: str | None, model: str | None, project: Path, ask_wait: float | None = None,
+    unconfined: bool = False,
+) -> tuple[TeamFile, str]:  # fmt: skip
+    """The team of ``path`` (``model`` replacing every role's, ``ask_wait`` the file's, ``unconfined``
+    opting in to commands without bubblewrap) and its task; raises on a user's mistake."""
     team = load_team_file(path, project=project)
+    if unconfined:
+        team = dataclasses.replace(team, sandbox=dataclasses.replace(team.sandbox, unconfined=True))
     if ask_wait is not None:
         team = dataclasses.replace(team, ask_wait=ask_wait)
     if model is not None:
@@ -89,6 +97,7 @@ def team_from_file(
 def single_team(
     agent: str, *, model: str, project: Path, on_ask: str = "deny", ask_wait: float = 0.0,
     max_turns: int | None = None, budget_tokens: int | None = None, budget_usd: float | None = None,
+    unconfined: bool = False,
 ) -> tuple[TeamFile, dict[str, AgentDefinition]]:  # fmt: skip
     """The team of ``teamrt run --prompt``: the agent ``agent`` as a lead with no roles."""
     definitions = load_definitions(project)
@@ -97,7 +106,7 @@ def single_team(
     lead = RoleSpec("lead", agent, None, None, None, max_turns, None)
     team = TeamFile(
         path=project, name=agent, lead=lead, model=model, on_ask=on_ask, ask_wait=ask_wait,
-        budget_tokens=budget_tokens, budget_usd=budget_usd,
+        budget_tokens=budget_tokens, budget_usd=budget_usd, sandbox=SandboxPolicy(unconfined=unconfined),
     )  # fmt: skip
     return team, definitions
 
@@ -129,7 +138,9 @@ async def run_single(
     budget_tokens: int | None = None,
     budget_usd: float | None = None,
     on_text: OnText | None = None,
+    on_notice: Notice | None = None,
     run_id: str | None = None,
+    unconfined: bool = False,
 ) -> RunSummary:
     """``teamrt run --prompt``: the agent ``agent`` as the lead of a team with no roles.
 
@@ -137,11 +148,12 @@ async def run_single(
     """
     team, definitions = single_team(
         agent, model=model, project=project, on_ask=on_ask, ask_wait=ask_wait, max_turns=max_turns,
-        budget_tokens=budget_tokens, budget_usd=budget_usd,
+        budget_tokens=budget_tokens, budget_usd=budget_usd, unconfined=unconfined,
     )  # fmt: skip
     return await run_team(
-        team, prompt, project=project, definitions=definitions, on_text=on_text, run_id=run_id
-    )
+        team, prompt, project=project, definitions=definitions, on_text=on_text, on_notice=on_notice,
+        run_id=run_id,
+    )  # fmt: skip
 
 
 async def run_team(
@@ -157,6 +169,9 @@ async def run_team(
     """Run ``team`` on ``task`` to the end, as run ``run_id`` (default: a fresh id)."""
     settings = load_settings()
     models = check_start(team, project)
+    notice = sandbox_notice(team.sandbox)
+    if notice is not None and on_notice is not None:
+        on_notice(notice)
     repo = GitRepo.find(project)
     base = repo.head() if repo else None
     run_id = home.new_run_id() if run_id is None else run_id
@@ -175,6 +190,7 @@ async def run_team(
             worktrees = Worktrees(
                 repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=base, project=project,
                 integration=integration, gates=team.gates, gate_timeout=team.gate_timeout,
+                policy=team.sandbox,
             )  # fmt: skip
             if team.roles and on_notice is not None:
                 _tell_if_dirty(repo, base, on_notice)
@@ -217,7 +233,7 @@ async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummar
             worktrees = Worktrees(
                 repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=run.base_head,
                 project=project, integration=run.settings["integration_branch"], gates=team.gates,
-                gate_timeout=team.gate_timeout,
+                gate_timeout=team.gate_timeout, policy=team.sandbox,
             )  # fmt: skip
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=load_definitions(project), project=project,
@@ -227,6 +243,17 @@ async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummar
         return _summary(run_id, outcome, store)
     finally:
         store.close()
+
+
+def sandbox_notice(policy: SandboxPolicy) -> str | None:
+    """What a run's start says when its agents' commands will not be confined (None when they will)."""
+    confined = default_sandbox().confined
+    if confined:
+        return None
+    said = describe(confined=confined, unconfined=policy.unconfined, network=policy.network)
+    if policy.unconfined:
+        return f"teamrt: WARNING: sandbox {said}"
+    return f"teamrt: note: sandbox {said}; to run them, {OPT_IN}"
 
 
 def _tell_if_dirty(repo: GitRepo, base: str, on_notice: Notice) -> None:

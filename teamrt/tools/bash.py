@@ -3,8 +3,15 @@
 The group is the unit of cleanup. When the command ends, whatever it left
 running in the background is ended too (inside bubblewrap the PID namespace
 does that anyway; unconfined, ``kill_group`` does it), so every call behaves
-the same. When the command times out, or the agent running it is cancelled,
-the whole group is killed before the tool returns or re-raises.
+the same. When the command times out, has more processes than the run allows,
+or the agent running it is cancelled, the whole group is killed before the
+tool returns or re-raises.
+
+The process limit is watched here, not left to ``RLIMIT_NPROC``: the kernel
+does not apply that to root, and counts all of a user's processes, not the
+command's. Every ``WATCH_SECONDS`` the command's process tree is counted (in
+its PID namespace no process leaves the tree; unconfined, its group is counted
+too), and the group is killed once the tree is over the limit.
 """
 
 from __future__ import annotations
@@ -13,14 +20,15 @@ import asyncio
 import codecs
 import os
 import signal
-from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..procs import kill_group
+from ..procs import group_members, kill_group, tree
 from .base import OnProcess, ToolContext, ToolError, ToolResult
 from .gitguard import git_escape
-from .sandbox import Sandbox, default_sandbox
+from .quarantine import absent, quarantine
+from .sandbox import Command, Sandbox, default_sandbox
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0
@@ -29,14 +37,18 @@ OUTPUT_CHARS = 30_000
 DRAIN_SECONDS = 1.0
 """After the group is gone, how long to wait for the output pipe to close (a process that left the
 group may hold it open; unconfined, nothing stops that)."""
+WATCH_SECONDS = 0.05
+"""How often a command's processes are counted."""
 _CHUNK = 65_536
 
 DESCRIPTION = (
     "Run a shell command with /bin/bash in the workspace and get its output (stdout and stderr together)"
     " and its exit code when that is not 0. Each call starts a fresh shell in the workspace directory:"
     " cd, variables and background processes do not carry over, and anything still running when the"
-    " command ends is stopped. When sandboxed, the workspace is the only writable place and /tmp is"
-    f" private to the call. Output over {OUTPUT_CHARS:,} characters keeps its beginning and end."
+    " command ends is stopped. The workspace is the only writable place, /tmp is private to the call,"
+    " home directories are hidden, the network is off unless the run allows it, and the processes,"
+    f" memory and file sizes of a command are limited. Output over {OUTPUT_CHARS:,} characters keeps its"
+    " beginning and end."
     " Prefer the read, edit, glob and grep tools for files."
 )
 SCHEMA: dict[str, Any] = {
@@ -73,20 +85,22 @@ class Bash:
         escape = git_escape(command, ctx.workspace)
         if escape is not None:
             raise ToolError(f"bash: refused: {escape}")
-        argv = (self.sandbox or default_sandbox()).argv(
-            command, ctx.workspace, ctx.run_dir, ctx.writable, ctx.readable
-        )
-        code, output = await run_in_group(argv, ctx.workspace, timeout, ctx.on_process, ctx.env)
-        text = output or "(no output)"
-        if code is None:
-            return ToolResult(
-                f"{text}\n[timed out after {timeout:g} s; the command and all it started were killed]",
-                is_error=True,
-            )
-        if code < 0:
-            return ToolResult(f"{text}\n[killed by {_signal_name(-code)}]", is_error=True)
-        if code:
-            return ToolResult(f"{text}\n[exit code {code}]", is_error=True)
+        sandbox = self.sandbox or default_sandbox()
+        refusal = sandbox.refusal(ctx.policy)
+        if refusal is not None:
+            raise ToolError(f"bash: refused: {refusal}")
+        missing = absent(ctx)
+        done = await run_in_group(sandbox.command(command, ctx), ctx.workspace, timeout, ctx.on_process)
+        text = done.output or "(no output)"
+        moved = await asyncio.to_thread(quarantine, missing, ctx)
+        if moved:
+            shown = ", ".join(f"{path.name} (moved to {keep})" for path, keep in moved)
+            why = "no agent may create .git, .claude, .mcp.json or agent definitions, in any permission mode"
+            return ToolResult(f"{text}\n[refused: the command created {shown}; {why}]", is_error=True)
+        if done.code is None:
+            return ToolResult(f"{text}\n[{done.killed}]", is_error=True)
+        if done.code:
+            return ToolResult(f"{text}\n[{_exit_note(done.code, ctx.policy.max_file_mb)}]", is_error=True)
         return ToolResult(text)
 
 
@@ -96,6 +110,15 @@ def _timeout(value: Any) -> float:
     return float(value)
 
 
+def _exit_note(code: int, max_file_mb: int) -> str:
+    """``exit code 3``, ``killed by SIGSEGV``; a death by SIGXFSZ (bwrap passes it on as 128 + 25) says
+    why."""
+    said = f"killed by {_signal_name(-code)}" if code < 0 else f"exit code {code}"
+    if signal.SIGXFSZ in (-code, code - 128):
+        said += f": a file reached the size limit of {max_file_mb} MiB"
+    return said
+
+
 def _signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -103,22 +126,23 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def tool_env() -> dict[str, str]:
-    """This process's environment without ``ANTHROPIC_*`` (credentials) and ``TEAMRT_DB`` (may hold one)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and k != "TEAMRT_DB"}
+@dataclass(frozen=True)
+class Finished:
+    code: int | None
+    """The exit code (negative: the signal that ended it), or None when teamrt killed it."""
+    output: str
+    killed: str = ""
+    """Why teamrt killed it, as the reader sees it: ``timed out after 5 s; ...``."""
 
 
 async def run_in_group(
-    argv: list[str],
-    cwd: Path,
-    timeout: float,
-    on_process: OnProcess | None = None,
-    env: Mapping[str, str] | None = None,
-) -> tuple[int | None, str]:
-    """Run ``argv`` in a new session with stdin from /dev/null: (exit code or None on timeout, capped output).
+    command: Command, cwd: Path, timeout: float, on_process: OnProcess | None = None
+) -> Finished:
+    """Run ``command`` in a new session with stdin from /dev/null; its output is capped.
 
-    The group is killed on timeout, on cancellation (then CancelledError is
-    re-raised) and, for what the command left behind, when it ends.
+    The group is killed on timeout, when the command has more processes than
+    it may, on cancellation (then CancelledError is re-raised) and, for what
+    the command left behind, when it ends.
     """
     output = _Output(OUTPUT_CHARS)
     read_fd, write_fd = os.pipe()
@@ -127,16 +151,16 @@ async def run_in_group(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
     try:
-        proc = await _start(argv, cwd, write_fd, {**tool_env(), **(env or {})})
+        proc = await _start(command.argv, cwd, write_fd, command.env)
         pump = asyncio.create_task(_pump(reader, output))
         try:
-            code = await _supervise(proc, timeout, on_process)
+            code, killed = await _supervise(proc, command, timeout, on_process)
             await asyncio.wait([pump], timeout=DRAIN_SECONDS)
         finally:
             pump.cancel()
     finally:
         transport.close()
-    return code, output.text()
+    return Finished(code, output.text(), killed)
 
 
 async def _start(
@@ -160,18 +184,41 @@ async def _start(
 
 
 async def _supervise(
-    proc: asyncio.subprocess.Process, timeout: float, on_process: OnProcess | None
-) -> int | None:
-    """Wait for ``proc`` (None on timeout), then kill its group, however the wait ended."""
+    proc: asyncio.subprocess.Process, command: Command, timeout: float, on_process: OnProcess | None
+) -> tuple[int | None, str]:
+    """Wait for ``proc``: (its exit code, "") or (None, why it was killed); then kill its group, however
+    the wait ended."""
     try:
         if on_process is not None:
             await on_process(proc.pid)
+        ended = asyncio.ensure_future(proc.wait())
+        crowded = asyncio.ensure_future(_crowded(proc.pid, command))
         try:
-            return await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
-            return None
+            done, _ = await asyncio.wait(
+                [ended, crowded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            ended.cancel()  # no-op for one that is done
+            crowded.cancel()
+        if ended in done:
+            return ended.result(), ""
+        if crowded in done:
+            await kill_group(proc.pid, grace=0)
+            return None, f"killed: more than {command.max_processes} processes"
+        return None, f"timed out after {timeout:g} s; the command and all it started were killed"
     finally:
         await asyncio.shield(_end(proc))
+
+
+async def _crowded(pid: int, command: Command) -> None:
+    """Return once the command started by ``pid`` has more than ``command.max_processes`` processes."""
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        members = tree(pid)
+        if not command.contained:  # an orphan leaves the tree, not the group
+            members.update(group_members(pid))
+        if len(members) > command.max_processes:
+            return
 
 
 async def _end(proc: asyncio.subprocess.Process) -> None:

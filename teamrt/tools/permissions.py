@@ -12,12 +12,27 @@ exactly. Only ``Bash`` and the file tools take a specifier.
 ``Bash(npm test)`` matches that command exactly; ``*`` matches any text, and a
 trailing `` *`` also matches nothing, so ``Bash(npm run test *)`` and the older
 ``Bash(npm run test:*)`` match ``npm run test`` and ``npm run test -x`` but not
-``npm run tests``. ``Bash`` and ``Bash(*)`` match every command. A compound
-command (``&&``, ``||``, ``;``, ``|``, ``&``, newlines, subshells) is split into
-its simple commands: it is allowed only when every one matches an allow rule,
-and denied (or asked about) when any one matches a deny (or ask) rule. A command
-with a substitution (``$(...)``, backticks, ``<(...)``) is never allowed by a
-rule with a specifier.
+``npm run tests``. ``Bash`` and ``Bash(*)`` match every command.
+
+A command is read with a real shell parser (``teamrt.tools.shellprograms``)
+into the programs it runs: every part of a compound command, the bodies of
+substitutions, and what wrappers run (``sudo rm x`` runs ``sudo`` and ``rm``).
+A rule sees each as a program and its arguments, quotes removed and separated
+by single spaces (``FOO=1 rm 'a' 2>/dev/null`` is ``rm a``: assignments and
+redirections are left out). A command is allowed only when every program in it
+matches an allow rule, with the program as written (``Bash(rm:*)`` does not
+allow ``/tmp/x/rm``, ``Bash(./deploy.sh)`` allows only that path), and none of
+its words comes from a substitution. It is denied (or asked about) when any
+one may match a deny (or ask) rule by the program's name alone (``\\rm``,
+``/bin/rm`` and ``sudo rm`` are all ``rm``), an argument that is not plain text
+(``$X``, a glob) standing for anything.
+
+Deny and ask rules fail closed: a command the reader cannot see through
+(``eval``, ``bash -c``, ``git -c``, a program named by a variable, bash it
+cannot parse, ...) is denied when any ``Bash`` deny rule has a specifier, asked
+about when an ask rule has one, and never allowed by a rule with a specifier.
+Rules judge the command line, not the programs it names: a script or a Makefile
+runs whatever it holds, and the sandbox is what confines it.
 
 File specifiers are gitignore patterns (``*``, ``?``, ``**``; brackets are
 literal): ``//abs/path`` is absolute, ``~/path`` is under the home directory,
@@ -26,13 +41,9 @@ such as ``.env`` or ``*.pem`` matches at any depth under the workspace. A
 pattern that matches a directory covers everything in it, and ``dir/**`` also
 matches ``dir``, so ``Read(secrets/**)`` stops a grep of ``secrets`` too. The
 call's ``file_path`` (or ``path``) is resolved against the workspace, with
-``..`` and symlinks resolved, before it is matched; a call without one is not
-matched.
-
-This is a convenience layer that spares asking about calls someone has
-already judged, not confinement: a rule sees a command's text, not what it
-does (``Bash(git:*)`` allows ``git -c core.sshCommand=... fetch``). The file
-tools' workspace check and bash's sandbox confine.
+``..`` and symlinks resolved, before it is matched; a read, glob or grep without
+one is about the workspace. The file tools also skip, in their walks, and refuse
+every file a ``Read`` deny rule covers (``read_denial``).
 """
 
 from __future__ import annotations
@@ -47,6 +58,9 @@ from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from .shellparse import ShellSyntaxError, parse
+from .shellprograms import Command, Reading, read
 
 
 class Mode(StrEnum):
@@ -115,9 +129,10 @@ class Rule:
         if tool == "bash":
             if specifier == "*":
                 return cls(tool, None, text)
-            commands, substitution = _split(_legacy_prefix(specifier))
-            if len(commands) != 1 or substitution:
-                raise RuleError(text, "a Bash rule matches one simple command; write one rule per command")
+            try:
+                _command_patterns(specifier)
+            except ValueError as e:
+                raise RuleError(text, str(e)) from None
         elif tool not in _FILE_TOOLS:
             raise RuleError(
                 text, "only Bash and the file tools (Read, Edit, Write, Glob, Grep) take a specifier"
@@ -157,17 +172,26 @@ class Permissions:
     def decide(self, tool: str, input: Mapping[str, Any], *, read_only: bool, workspace: Path) -> Decision:
         """Deny rules, then ask rules, then allow rules, then the mode; paths are under ``workspace``."""
         name = tool.lower()
-        for rule in self.deny:
-            if _hits(rule, name, input, workspace):
-                return Decision(Verdict.DENY, f"denied by rule {_quote(rule.text)}")
-        for rule in self.ask:
-            if _hits(rule, name, input, workspace):
-                return Decision(Verdict.ASK, f"approval required by rule {_quote(rule.text)}")
-        allowing = _allowing(self.allow, name, input, workspace)
+        reading = read(_command(input)) if name == "bash" else None
+        for verdict, rules in ((Verdict.DENY, self.deny), (Verdict.ASK, self.ask)):
+            decision = _checked(verdict, rules, name, input, workspace, reading)
+            if decision is not None:
+                return decision
+        allowing = _allowing(self.allow, name, input, workspace, reading)
         if allowing:
             texts = ", ".join(_quote(rule.text) for rule in allowing)
             return Decision(Verdict.ALLOW, f"allowed by rule{'s' if len(allowing) > 1 else ''} {texts}")
         return self._by_mode(tool, input, read_only, workspace)
+
+    def read_denial(self, path: Path, workspace: Path) -> str | None:
+        """The deny rule (as written) that forbids reading the canonical ``path``, or None.
+
+        These are the ``Read`` rules (they cover read, glob and grep): the file
+        tools refuse such a path and leave it out of their walks."""
+        for rule in self.deny:
+            if rule.covers("read") and (rule.specifier is None or _covers(rule.specifier, path, workspace)):
+                return rule.text
+        return None
 
     def _by_mode(self, tool: str, input: Mapping[str, Any], read_only: bool, workspace: Path) -> Decision:
         mode = self.mode
@@ -186,36 +210,83 @@ class Permissions:
         return Decision(Verdict.ASK, f"{tool} needs approval in {mode} mode")
 
 
-def _hits(rule: Rule, tool: str, input: Mapping[str, Any], workspace: Path) -> bool:
-    """Whether a deny or ask rule matches the call: for bash, any one of its commands."""
+def _checked(
+    verdict: Verdict,
+    rules: Sequence[Rule],
+    tool: str,
+    input: Mapping[str, Any],
+    workspace: Path,
+    reading: Reading | None,
+) -> Decision | None:
+    """The decision of the deny (or ask) ``rules`` about a call, or None when none applies."""
+    by = "denied by" if verdict is Verdict.DENY else "approval required by"
+    for rule in rules:
+        why = _hits(rule, tool, input, workspace, reading)
+        if why is not None:
+            return Decision(verdict, f"{by} rule {_quote(rule.text)}{why}")
+    if reading is not None and reading.opaque:
+        specific = next((rule for rule in rules if rule.tool == "bash" and rule.specifier), None)
+        if specific is not None:
+            return Decision(verdict, _unreadable(reading.opaque, specific, verdict))
+    return None
+
+
+def _hits(
+    rule: Rule, tool: str, input: Mapping[str, Any], workspace: Path, reading: Reading | None
+) -> str | None:
+    """None when a deny or ask rule does not match the call; else "" or why it may match.
+
+    For bash, the rule matches when any one of the command's programs may match it."""
     if not rule.covers(tool):
-        return False
+        return None
     if rule.specifier is None:
-        return True
-    if rule.tool == "bash":
-        commands, _ = _split(_command(input))
-        return any(_command_pattern(rule.specifier).fullmatch(command) for command in commands)
-    return _path_matches(rule.specifier, input, workspace)
+        return ""
+    if reading is None:
+        subject = _subject(tool, input, workspace)
+        return "" if subject is not None and _covers(rule.specifier, subject, workspace) else None
+    _, by_name = _command_patterns(rule.specifier)
+    maybe = None
+    for command in reading.commands:
+        if by_name.certain(command):
+            return ""
+        if maybe is None and by_name.possible(command):
+            maybe = f" (`{_brief(command.source)}` may match it: not all its words are plain text)"
+    return maybe
 
 
-def _allowing(rules: Sequence[Rule], tool: str, input: Mapping[str, Any], workspace: Path) -> list[Rule]:
+def _unreadable(reason: str, rule: Rule, verdict: Verdict) -> str:
+    """Why an opaque command is denied or asked about while ``rule`` is in force."""
+    if verdict is Verdict.DENY:
+        return (
+            f"cannot tell what this command runs ({reason}), so rule {_quote(rule.text)} may forbid it;"
+            " write the command out plainly"
+        )
+    return f"cannot tell what this command runs ({reason}), so rule {_quote(rule.text)} may apply"
+
+
+def _allowing(
+    rules: Sequence[Rule], tool: str, input: Mapping[str, Any], workspace: Path, reading: Reading | None
+) -> list[Rule]:
     """The allow rules that together allow the call, or none.
 
-    A bash command is allowed by a rule for the whole tool, or when each of its
-    commands matches some rule and it has no substitution.
+    A bash command is allowed by a rule for the whole tool, or when it can be
+    read to its end, has no substitution, and each of its programs certainly
+    matches some rule.
     """
     covering = [rule for rule in rules if rule.covers(tool)]
     whole = next((rule for rule in covering if rule.specifier is None), None)
     if whole is not None:
         return [whole]
-    if tool != "bash":
-        return [rule for rule in covering if _path_matches(rule.specifier or "", input, workspace)][:1]
-    commands, substitution = _split(_command(input))
-    if substitution or not commands:
+    if reading is None:
+        subject = _subject(tool, input, workspace)
+        if subject is None:
+            return []
+        return [rule for rule in covering if _covers(rule.specifier or "", subject, workspace)][:1]
+    if reading.opaque or reading.substitution or not reading.commands:
         return []
     used: list[Rule] = []
-    for command in commands:
-        found = next((r for r in covering if _command_pattern(r.specifier or "").fullmatch(command)), None)
+    for command in reading.commands:
+        found = next((r for r in covering if _command_patterns(r.specifier or "")[0].certain(command)), None)
         if found is None:
             return []
         if found not in used:
@@ -228,89 +299,90 @@ def _command(input: Mapping[str, Any]) -> str:
     return command if isinstance(command, str) else ""
 
 
+def _brief(text: str, limit: int = 60) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _legacy_prefix(specifier: str) -> str:
     """``npm run test:*`` is the older spelling of ``npm run test *``."""
     return specifier[:-2] + " *" if specifier.endswith(":*") else specifier
 
 
+@dataclass(frozen=True)
+class _Glob:
+    """Text in which each ``*`` matches any run of characters."""
+
+    chunks: tuple[str, ...]
+    """The literal text between the stars."""
+
+    def matches(self, text: str) -> bool:
+        return _regex(self.chunks).fullmatch(text) is not None
+
+    def may_extend(self, prefix: str) -> bool:
+        """Whether some text that starts with ``prefix`` matches."""
+        first = self.chunks[0]
+        return first.startswith(prefix) or (len(self.chunks) > 1 and prefix.startswith(first))
+
+    def extends(self, prefix: str) -> bool:
+        """Whether every text that starts with ``prefix`` matches: the glob ends in a star that can take
+        all that follows some start of ``prefix``."""
+        return (
+            self.chunks[-1] == ""
+            and len(self.chunks) > 1
+            and _regex(self.chunks[:-1]).match(prefix) is not None
+        )
+
+
 @cache
-def _command_pattern(specifier: str) -> re.Pattern[str]:
-    (command,), _ = _split(_legacy_prefix(specifier))
-    command, tail = (command[:-2], "(?: .*)?") if command.endswith(" *") else (command, "")
-    return re.compile(".*".join(map(re.escape, command.split("*"))) + tail, re.DOTALL)
+def _regex(chunks: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(".*".join(map(re.escape, chunks)), re.DOTALL)
 
 
-def _split(command: str) -> tuple[list[str], bool]:
-    """The simple commands in ``command``, and whether it has a substitution.
+@dataclass(frozen=True)
+class _Pattern:
+    """What a Bash rule matches: one or two globs over a command's text."""
 
-    Quotes and backslashes are respected; unquoted runs of blanks become one
-    space; the body of a substitution or subshell is a command of its own.
-    """
-    commands: list[str] = []
-    current: list[str] = []
-    open_: list[str] = []  # '"' inside double quotes, '(' inside parentheses, '`' inside backticks
-    substitution = False
+    globs: tuple[_Glob, ...]
+    path: bool
+    """Whether the command is matched with its program as written (else by its name alone)."""
 
-    def cut() -> None:
-        text = "".join(current).strip()
-        if text:
-            commands.append(text)
-        current.clear()
+    def certain(self, command: Command) -> bool:
+        """Whether the command matches however its arguments that are not plain text turn out."""
+        text = command.text(path=self.path)
+        if not any(glob.matches(text) for glob in self.globs):
+            return False
+        return not command.open or any(glob.extends(text + " ") for glob in self.globs)
 
-    i, end = 0, len(command)
-    while i < end:
-        c = command[i]
-        quoted = bool(open_) and open_[-1] == '"'
-        step = 1
-        if c == "\\":
-            step = 2
-            if command[i + 1 : i + 2] != "\n":  # a backslash-newline joins lines
-                current.append(command[i : i + 2])
-        elif c == "'" and not quoted:
-            close = command.find("'", i + 1)
-            step = (close + 1 if close >= 0 else end) - i
-            current.append(command[i : i + step])
-        elif c == '"':
-            if quoted:
-                open_.pop()
-            else:
-                open_.append('"')
-            current.append(c)
-        elif c == "`":
-            substitution = True
-            if open_ and open_[-1] == "`":
-                open_.pop()
-            else:
-                open_.append("`")
-            cut()
-        elif command.startswith("$(", i) or (not quoted and command.startswith(("<(", ">("), i)):
-            substitution, step = True, 2
-            open_.append("(")
-            cut()
-        elif quoted:
-            current.append(c)
-        elif c == "(":
-            open_.append("(")
-            cut()
-        elif c == ")":
-            if open_ and open_[-1] == "(":
-                open_.pop()
-            cut()
-        elif c in ";\n" or (c == "|" and command[i - 1 : i] != ">") or (c == "&" and _is_and(command, i)):
-            cut()
-        elif c in " \t":
-            if current and current[-1] != " ":
-                current.append(" ")
-        else:
-            current.append(c)
-        i += step
-    cut()
-    return commands, substitution
+    def possible(self, command: Command) -> bool:
+        """Whether the command may match, its arguments that are not plain text being anything."""
+        text = command.text(path=self.path)
+        if any(glob.matches(text) for glob in self.globs):
+            return True
+        return command.open and any(glob.may_extend(text + " ") for glob in self.globs)
 
 
-def _is_and(command: str, i: int) -> bool:
-    """Whether the ``&`` at ``i`` separates commands rather than redirecting (``2>&1``, ``&>file``)."""
-    return command[i - 1 : i] not in (">", "<") and command[i + 1 : i + 2] != ">"
+@cache
+def _command_patterns(specifier: str) -> tuple[_Pattern, _Pattern]:
+    """A Bash rule's patterns: as written (for allow rules) and by program name (for deny and ask rules).
+
+    Raises ValueError when the specifier is not one simple command."""
+    try:
+        script = parse(_legacy_prefix(specifier))
+    except ShellSyntaxError as e:
+        raise ValueError(e.reason) from None
+    if len(script.commands) != 1 or script.substitution or script.functions or not script.commands[0].words:
+        raise ValueError("a Bash rule matches one simple command; write one rule per command")
+    words = [word.text for word in script.commands[0].words]
+    name = [words[0].rsplit("/", 1)[-1], *words[1:]]
+    return _pattern(words, path=True), _pattern(name, path=False)
+
+
+def _pattern(words: list[str], *, path: bool) -> _Pattern:
+    text = " ".join(words)
+    texts = (text[:-2], text) if text.endswith(" *") else (text,)
+    return _Pattern(tuple(_Glob(tuple(t.split("*"))) for t in texts), path)
 
 
 def _target(input: Mapping[str, Any], workspace: Path) -> Path | None:
@@ -318,15 +390,24 @@ def _target(input: Mapping[str, Any], workspace: Path) -> Path | None:
     path = input.get("file_path", input.get("path"))
     if not isinstance(path, str) or not path:
         return None
-    return Path(os.path.realpath(os.path.join(workspace, path)))
+    try:
+        return Path(os.path.realpath(os.path.join(workspace, path)))
+    except ValueError:  # a NUL or a lone surrogate: no file has that name, and the tool says so
+        return None
 
 
-def _path_matches(specifier: str, input: Mapping[str, Any], workspace: Path) -> bool:
+def _subject(tool: str, input: Mapping[str, Any], workspace: Path) -> Path | None:
+    """What a file tool's call is about: its target, or the workspace for a read, glob or grep without one."""
     target = _target(input, workspace)
-    if target is None:
-        return False
+    if target is None and tool in _COVERED["read"]:
+        return Path(os.path.realpath(workspace))
+    return target
+
+
+def _covers(specifier: str, path: Path, workspace: Path) -> bool:
+    """Whether a file specifier matches the canonical ``path`` or a directory above it."""
     pattern = _path_pattern(specifier, workspace)
-    return any(pattern.fullmatch(str(path)) for path in (target, *target.parents))
+    return any(pattern.fullmatch(str(p)) for p in (path, *path.parents))
 
 
 def _path_pattern(specifier: str, workspace: Path) -> re.Pattern[str]:

@@ -16,12 +16,13 @@ class SandboxPolicy:
     unconfined: bool = False
     """Whether bash may run without bubblewrap (the run opted in); else, without bwrap, bash is refused."""
     env: tuple[str, ...] = ()
-    """Names of variables passed to commands beyond the allowlist (PATH, HOME, LANG, TERM, ...)."""
+    """Names of variables passed to commands beyond the allowlist (PATH, HOME, LANG, LC_*, TERM, TZ, USER,
+    LOGNAME); teamrt's own credentials (``ANTHROPIC_*``, ``TEAMRT_DB``) never are."""
     read: tuple[str, ...] = ()
-    """Paths inside hidden home directories that commands may read (``~/.pyenv``)."""
+    """Paths inside hidden home directories that commands may read (``~/.pyenv``), shown read-only."""
     max_processes: int = 256
-    """Processes one command may have at once."""
+    """Processes one command may have at once (bubblewrap's own two among them); over it, all are killed."""
     max_memory_mb: int = 4096
-    """Memory (data segment) of each process of a command, in MiB."""
+    """Memory of each process of a command (``RLIMIT_DATA``: heap and private mappings), in MiB."""
     max_file_mb: int = 1024
-    """Largest file a command may write, in MiB."""
+    """Largest file a command may write (``RLIMIT_FSIZE``), in MiB."""

@@ -9,7 +9,9 @@ runs, and with which rights, are out of its reach:
   runs outside any sandbox, at the user's next commit or at teamrt's own git;
 - ``.claude/`` and ``.mcp.json``: agent definitions, settings, hooks and MCP
   servers that the next session loads;
-- the run's team file.
+- the run's team file;
+- teamrt's own code and the Python environment it runs from, when they lie in
+  a workspace (a project's ``.venv`` with teamrt installed).
 
 ``protected_paths`` lists these for one workspace (the file tools refuse them,
 the sandbox mounts those that exist read-only); ``write_refusal`` also refuses a
@@ -20,6 +22,7 @@ so a nested repository or a subproject's settings are covered too.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 PROTECTED_DIRS = (".git", ".claude")
@@ -47,7 +50,16 @@ def protected_paths(
     for path in (git_dir, team_file):
         if path is not None:
             found.append(_canonical(path))
+    tops = [_canonical(root) for root in roots]
+    found += [path for path in _installation() if any(path.is_relative_to(top) for top in tops)]
     return tuple(dict.fromkeys(found))
+
+
+def _installation() -> tuple[Path, ...]:
+    """teamrt's own code and the environment it runs from (its ripgrep too): an agent that could change
+    them would run its code in the supervisor at the next import or search. They matter when they lie
+    in a workspace (a project's own ``.venv`` running teamrt)."""
+    return (_canonical(Path(__file__).parents[1]), _canonical(Path(sys.prefix)))
 
 
 def write_refusal(path: Path, workspace: Path, protected: tuple[Path, ...]) -> str | None:

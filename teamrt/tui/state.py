@@ -19,7 +19,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runs import CRASHED, LIVE_AGENT, PendingAsk, agent_tree, as_pending, run_status
+from ..runs import (
+    CRASHED,
+    LIVE_AGENT,
+    PendingAsk,
+    agent_tree,
+    as_pending,
+    run_status,
+    sandbox_of,
+    unconfined_run,
+)
 from ..runtime.asking import ANSWERED, ASK
 from ..runtime.stream import STREAM_DIR
 from ..store import (
@@ -33,6 +42,7 @@ from ..store import (
     open_reader,
 )
 from ..store import engine as eng
+from ..tools.sandbox import SANDBOX_EVENT
 from .activity import activity
 from .detail import AgentDetail, DetailReader, streaming_now
 
@@ -70,6 +80,7 @@ class RunState:
     events: tuple[EventRecord, ...]  # the newest ``EVENT_TAIL``, oldest first
     detail: AgentDetail | None  # of the selected agent
     streaming: str  # what the selected agent's model is writing now, not yet a turn
+    unconfined: bool = False  # the run's commands run without bubblewrap (it opted in)
 
     def by_status(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -104,6 +115,7 @@ class RunFollower:
         self._status = ""
         self._since: float | None = None  # the writer's time of the latest change read
         self._full_at = 0.0
+        self._unconfined = False
 
     def close(self) -> None:
         self._version.close()
@@ -141,7 +153,11 @@ class RunFollower:
         else:  # the first read: the tail, and every ask of the run
             new = reader.last_events(EVENT_TAIL)
             self._note_asks(reader.events(kinds=(ASK, ANSWERED)))
+            self._unconfined = unconfined_run(sandbox_of(reader))
         self._events.extend(new)
+        for event in new:
+            if event.kind == SANDBOX_EVENT:  # recorded as the run starts, and as it is resumed
+                self._unconfined = unconfined_run(event.data)
         kinds = {e.kind.split(".")[0] for e in new}
         self._note_asks(e for e in new if e.kind in (ASK, ANSWERED))
         if full or "task" in kinds:
@@ -164,6 +180,7 @@ class RunFollower:
             events=tuple(self._events),
             detail=self._detail_of,
             streaming=self._streaming(record),
+            unconfined=self._unconfined,
         )
 
     def _streaming(self, agent: AgentRecord | None) -> str:

@@ -93,6 +93,8 @@ class Totals(Panel):
         line.append(
             f"   ran {duration_text(end - run.created_at)}, started {age_text(now - run.created_at)} ago"
         )
+        if state.unconfined:  # said before the task, which may be cut
+            line.append("   UNCONFINED: commands run without a sandbox", style="bold white on red")
         line.append(f"   {' '.join(run.task.split())}", style="italic")
         first, line = line, Text("agents ")
         counts = state.by_status()

@@ -3,8 +3,12 @@
 ``apply`` is the one place a run's work reaches the user's branch, and only
 when the user asks: a fast-forward when the branch has not moved since the
 run started, else a merge commit the user confirms. It refuses a dirty tree
-(tracked changes) rather than mix the run's work with the user's. It runs
-the user's own git, hooks and identity included: it is the user's act.
+(tracked changes) rather than mix the run's work with the user's. A merge
+commit is the user's (their identity), but made with teamrt's safe git like
+every command on the host (see ``git``): the repository's hooks, filters and
+merge drivers may be an agent's work, so none of them run and the commit is
+not signed. The line ``apply`` returns says so: the checks a hook would have
+made are the user's to run.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from pathlib import Path
 
 from ..store import RunRecord
 from .git import GitError, GitRepo
+
+NOT_RUN = "(git hooks and repository-defined filters/drivers were not run; run your checks yourself)"
 
 
 class ApplyError(Exception):
@@ -70,15 +76,17 @@ def apply(plan: Plan) -> str:
     repo = plan.repo
     if plan.how == "up-to-date":
         return f"{plan.branch} already has {plan.integration} ({plan.tip[:12]}); nothing to do"
-    count = repo.run("rev-list", "--count", f"{plan.head}..{plan.tip}", safe=False)
+    count = repo.run("rev-list", "--count", f"{plan.head}..{plan.tip}")
     if plan.how == "fast-forward":
-        repo.run("merge", "--ff-only", "--quiet", plan.tip, safe=False)
-        return f"fast-forwarded {plan.branch} to {plan.integration} ({plan.tip[:12]}, {count} commit(s))"
+        repo.run("merge", "--ff-only", "--quiet", plan.tip)
+        done = f"fast-forwarded {plan.branch} to {plan.integration} ({plan.tip[:12]}, {count} commit(s))"
+        return f"{done} {NOT_RUN}"
     try:
-        repo.run("merge", "--no-ff", "--quiet", "-m", f"Merge {plan.integration} (teamrt run {plan.run})",
-                 plan.tip, safe=False)  # fmt: skip
+        repo.run(
+            "merge", "--no-ff", "--quiet", "-m", f"Merge {plan.integration} (teamrt run {plan.run})", plan.tip
+        )
     except GitError as e:
-        files = repo.run("diff", "--name-only", "--diff-filter=U", safe=False).split()
+        files = repo.run("diff", "--name-only", "--diff-filter=U", "--ignore-submodules=dirty").split()
         repo.ok("merge", "--abort")
         where = f" in {', '.join(files)}" if files else f": {e}"
         raise ApplyError(
@@ -86,7 +94,9 @@ def apply(plan: Plan) -> str:
             f" Merge it yourself with: git merge {plan.integration}"
         ) from None
     new = repo.head() or ""
-    return f"merged {plan.integration} into {plan.branch} as {new[:12]} ({count} commit(s))"
+    return (
+        f"merged {plan.integration} into {plan.branch} as {new[:12]} ({count} commit(s), unsigned) {NOT_RUN}"
+    )
 
 
 def collect(run: RunRecord, run_dir: Path, branches: list[str], *, force: bool) -> list[str]:

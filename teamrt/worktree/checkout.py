@@ -15,7 +15,7 @@ object's hash).
 
 Commands teamrt runs *in* a checkout (listing its changes, committing what is
 left, merging the integration branch in) run in the agent's sandbox too: the
-agent writes the checkout's ``.git`` file and its metadata, so it could point
+agent writes the checkout's git metadata, so it could point
 git at a configuration of its own (a ``filter`` driver, say) that git would
 run. Outside the sandbox teamrt only reads HEAD, with ``GIT_DIR`` and
 ``GIT_COMMON_DIR`` set so that nothing the agent wrote chooses the repository.
@@ -28,7 +28,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..tools.base import ToolContext
 from ..tools.bash import run_in_group
+from ..tools.protect import protected_paths
 from ..tools.sandbox import Sandbox
 from .git import GitError, GitRepo, status_paths
 
@@ -167,9 +169,18 @@ async def _in_sandbox(
     extra: dict[str, str],
     check: bool = True,
 ) -> str:
-    argv = sandbox.argv(script, checkout.path, run_dir, checkout.writable, (repo.git_dir,))
-    env = {**checkout.env(repo), **extra}
-    code, output = await run_in_group(argv, checkout.path, GIT_TIMEOUT, env=env)
-    if check and code != 0:
-        raise GitError(f"git in {checkout.agent}'s worktree failed ({code}): {output.strip()[:500]}")
-    return output
+    """Run teamrt's ``script`` in the checkout, in the agent's sandbox; its output.
+
+    Without bubblewrap it runs all the same (it is teamrt's own, with the
+    allowlisted environment): an agent there gets no bash unless the run opted in.
+    """
+    protected = protected_paths((checkout.path,), home=run_dir.parent.parent, git_dir=repo.git_dir)
+    ctx = ToolContext(
+        checkout.path, run_dir, env={**checkout.env(repo), **extra}, readable=(repo.git_dir,),
+        writable=checkout.writable, protected=protected,
+    )  # fmt: skip
+    done = await run_in_group(sandbox.command(script, ctx), checkout.path, GIT_TIMEOUT)
+    if check and done.code != 0:
+        why = done.killed or done.code
+        raise GitError(f"git in {checkout.agent}'s worktree failed ({why}): {done.output.strip()[:500]}")
+    return done.output

@@ -1,10 +1,32 @@
 """One git repository, driven through GitPython's command layer.
 
-Every command teamrt runs on a worktree's behalf disables hooks and the
-fsmonitor (``SAFE``): a worktree's content is written by an agent, and a
-``core.hooksPath`` that names a tracked directory would otherwise run that
-agent's code outside its sandbox. GitPython runs each command as a blocking
-subprocess, so async callers go through ``asyncio.to_thread``.
+Every git command teamrt runs on the host runs none of the programs a
+repository can name, as they may be an agent's: a worktree's files (a tracked
+hooks directory, ``.gitattributes``) are an agent's work, and ``.git`` may hold
+what an agent planted before it was read-only in the sandbox (``git config
+filter.x.smudge ...`` with ``* filter=x`` in ``.git/info/attributes``), which
+teamrt's own ``worktree add``, checkouts, merges and ``apply`` would run
+outside any sandbox. Command-line configuration outranks every file, so each
+command gets:
+
+- ``PINNED``: no hooks, no fsmonitor program, no recursion into submodules
+  (their own configuration goes unread), no signing or signature checks
+  (``gpg.program`` may be the repository's), no gc or maintenance after a merge;
+- for each driver key the repository's configuration sets (scopes ``local``
+  and ``worktree``, files it includes too), read by ``git config --list`` just
+  before the command: the user's own value of that key (global, system, command
+  line) when there is one, so a ``git lfs install`` filter still runs, else
+  ``NEUTRAL``'s. Drivers that only the user's configuration defines run as usual.
+
+The scan is one more git process (a few ms) per command, and not cached: what
+is planted between two commands is seen by the second. Where the working tree
+is compared, what is uncommitted inside a submodule is not asked for
+(``--ignore-submodules=dirty``): git would ask it with the submodule's own
+configuration. Aliases need nothing: teamrt runs only built-in commands, which
+no alias can shadow; and it never fetches, pushes, opens an editor or a pager
+(its output is captured), so transport, credential, editor and pager settings
+go unused. GitPython runs each command as a blocking subprocess, so async
+callers go through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -16,7 +38,27 @@ from typing import BinaryIO
 
 import git
 
-SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "gc.auto=0")
+PINNED = (
+    "core.hooksPath=/dev/null",  # hooks: .git/hooks, or a (tracked) directory the repository names
+    "core.fsmonitor=false",  # a program the repository may name, run on every index refresh
+    "submodule.recurse=false",  # checkouts and merges stay out of submodules, whose config goes unread
+    "commit.gpgSign=false",  # a merge commit would run gpg.program, which the repository may name ...
+    "merge.verifySignatures=false",  # ... and so would checking the signatures of what is merged
+    "gc.auto=0",  # no automatic gc or maintenance spawned after a merge
+    "maintenance.auto=false",
+)
+SAFE = tuple(arg for setting in PINNED for arg in ("-c", setting))
+NEUTRAL = {
+    ("filter", "clean"): "",  # git skips an empty filter command ...
+    ("filter", "smudge"): "",
+    ("filter", "process"): "",
+    ("filter", "required"): "false",  # ... and a filter not run fails nothing unless required
+    ("merge", "driver"): "false",  # the file stays as ours and is reported as a conflict
+    ("diff", "textconv"): "",  # git refuses to run an empty command; only patch output needs these
+    ("diff", "command"): "",
+}
+"""(section, variable) of a driver key -> the value that runs nothing of the repository's."""
+REPOSITORY_SCOPES = frozenset({"local", "worktree"})
 TEAMRT_IDENTITY = {
     "GIT_AUTHOR_NAME": "teamrt",
     "GIT_AUTHOR_EMAIL": "teamrt@teamrt.invalid",
@@ -62,26 +104,17 @@ class GitRepo:
         env: Mapping[str, str] | None = None,
         stdin: BinaryIO | None = None,
         stdout: BinaryIO | None = None,
-        safe: bool = True,
         strip: bool = True,
     ) -> str:
-        """``git [SAFE] args`` in ``cwd`` (default: the main working tree); its stdout, stripped
-        unless ``strip`` is false (output whose leading blanks mean something)."""
-        argv = ["git", *(SAFE if safe else ()), *args]
-        try:
-            out = git.Git(cwd or self.root).execute(
-                argv,
-                with_extended_output=False,
-                env=dict(env or {}),
-                istream=stdin,
-                output_stream=stdout,
-                strip_newline_in_stdout=False,
-            )
-        except git.GitCommandError as e:
-            said = _one_line(_text(e.stderr) or _text(e.stdout) or str(e))
-            output = "\n".join(_text(x).strip() for x in (e.stdout, e.stderr) if _text(x).strip())
-            raise GitError(f"git {' '.join(args[:2])} failed: {said}", output) from e
-        text = "" if stdout is not None else _text(out)
+        """``git [SAFE] [driver overrides] args`` in ``cwd`` (default: the main working tree); its stdout,
+        stripped unless ``strip`` is false (output whose leading blanks mean something)."""
+        where, env = cwd or self.root, dict(env or {})
+        listing = _execute(where, ("config", "--list", "--show-scope", "--null"), (), env)
+        drivers = []  # --config-env, not -c: a driver's name may hold a '=', where -c would split
+        for n, (key, value) in enumerate(driver_overrides(listing)):
+            env[f"TEAMRT_GIT_CONFIG_{n}"] = value
+            drivers.append(f"--config-env={key}=TEAMRT_GIT_CONFIG_{n}")
+        text = _execute(where, args, (*SAFE, *drivers), env, stdin=stdin, stdout=stdout)
         return text.strip() if strip else text
 
     def ok(self, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> bool:
@@ -116,8 +149,10 @@ class GitRepo:
             return None
 
     def changed_tracked(self, cwd: Path | None = None) -> list[str]:
-        """Tracked files with uncommitted changes (staged or not); untracked ones do not count."""
-        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=no", cwd=cwd, strip=False)
+        """Tracked files with uncommitted changes (staged or not); untracked ones do not count, nor what
+        is uncommitted inside a submodule (asking would run git there, with that submodule's config)."""
+        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty",
+                       cwd=cwd, strip=False)  # fmt: skip
         return status_paths(out)
 
     def is_ancestor(self, older: str, newer: str) -> bool:
@@ -153,6 +188,29 @@ class GitRepo:
         self.run("worktree", "prune")
 
 
+def driver_overrides(listing: str) -> list[tuple[str, str]]:
+    """The driver keys whose value the repository's configuration sets, each with the value to use
+    instead: the user's own (system, global or command line) when there is one, else ``NEUTRAL``'s.
+
+    ``listing`` is ``git config --list --show-scope --null``: scope NUL key LF value NUL, in the order
+    git reads them (the last value wins); a key git prints lower-cased but for its subsection.
+    """
+    fields = listing.split("\0")
+    last: dict[str, tuple[str, str]] = {}  # key -> the scope that set it last, its neutral value
+    users: dict[str, str] = {}
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key, newline, value = entry.partition("\n")
+        section, _, rest = key.partition(".")
+        name, _, variable = rest.rpartition(".")
+        if name and (section, variable) in NEUTRAL:
+            last[key] = scope, NEUTRAL[section, variable]
+            if scope not in REPOSITORY_SCOPES:
+                users[key] = value if newline else "true"  # a bare key is boolean true
+    return [
+        (key, users.get(key, neutral)) for key, (scope, neutral) in last.items() if scope in REPOSITORY_SCOPES
+    ]
+
+
 def status_paths(porcelain_z: str) -> list[str]:
     """The paths in ``git status --porcelain=v1 -z`` output, a rename's or copy's source included."""
     paths: list[str] = []
@@ -171,6 +229,31 @@ def admin_dir(worktree: Path) -> Path:
     if not text.startswith("gitdir: "):
         raise GitError(f"{worktree}/.git does not name a git directory")
     return (worktree / text.removeprefix("gitdir: ")).resolve()
+
+
+def _execute(
+    cwd: Path,
+    args: tuple[str, ...],
+    options: tuple[str, ...],
+    env: dict[str, str],
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+) -> str:
+    """``git options args``; its stdout ('' when it went to ``stdout``), or GitError naming ``args``."""
+    try:
+        out = git.Git(cwd).execute(
+            ["git", *options, *args],
+            with_extended_output=False,
+            env=env,
+            istream=stdin,
+            output_stream=stdout,
+            strip_newline_in_stdout=False,
+        )
+    except git.GitCommandError as e:
+        said = _one_line(_text(e.stderr) or _text(e.stdout) or str(e))
+        output = "\n".join(_text(x).strip() for x in (e.stdout, e.stderr) if _text(x).strip())
+        raise GitError(f"git {' '.join(args[:2])} failed: {said}", output) from e
+    return "" if stdout is not None else _text(out)
 
 
 def _text(value: object) -> str:

@@ -22,13 +22,20 @@ from pathlib import Path
 
 from .. import faults
 from ..store import Store
+from ..tools.base import ToolContext
 from ..tools.bash import run_in_group
+from ..tools.policy import SandboxPolicy
+from ..tools.protect import protected_paths
 from ..tools.sandbox import Sandbox
 from .failures import failing_tests
 from .git import TEAMRT_IDENTITY, GitError, GitRepo
 
 OUTPUT_CHARS = 8_000
 """Of a gate's or git's output, what a verdict keeps (its end, where failures are reported)."""
+
+
+class GatesRefused(Exception):
+    """The gates may not run: no bubblewrap, and the run did not opt in to unconfined commands."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,9 @@ class MergeQueue:
         gates: tuple[str, ...],
         gate_timeout: float,
         sandbox: Sandbox,
+        policy: SandboxPolicy | None = None,
     ) -> None:
+        """``policy``: what the run allows its commands, gates included (default: the safe defaults)."""
         self.repo = repo
         self.store = store
         self.run_dir = run_dir
@@ -63,6 +72,7 @@ class MergeQueue:
         self.gates = gates
         self.gate_timeout = gate_timeout
         self.sandbox = sandbox
+        self.policy = policy or SandboxPolicy()
         self.path = run_dir / "integration"
         self._lock = asyncio.Lock()
         self._failing_at: dict[tuple[str, str], frozenset[str]] = {}
@@ -77,6 +87,8 @@ class MergeQueue:
                 verdict = await self._try(head, f"Merge {agent}: {title}")
             except GitError as e:  # teamrt's own git step failed: the agent hears it like a red gate
                 verdict = Verdict("red", f"teamrt could not merge: {e}")
+            except GatesRefused as e:
+                verdict = Verdict("red", f"teamrt could not run the gates: {e}")
             await self.store.set_merge_status(
                 agent, verdict.status, output=verdict.output or None, merged_commit=verdict.commit
             )
@@ -105,11 +117,11 @@ class MergeQueue:
         faults.point("merge.merged", new)
         reports = []
         for gate in self.gates:
-            code, out = await self._gate(gate)
+            code, out, killed = await self._gate(gate)
             reports.append(f"$ {gate}\n{out.rstrip()}")
             if code == 0:
                 continue
-            why = f"timed out after {self.gate_timeout:g} s" if code is None else f"exit code {code}"
+            why = killed if code is None else f"exit code {code}"
             failing = failing_tests(out) if code is not None else frozenset()
             before = await self._failing_on(tip, gate, new) if failing else frozenset()
             if not failing or not failing <= before:
@@ -126,16 +138,23 @@ class MergeQueue:
         faults.point("merge.after_ref", new)
         return Verdict("merged", _tail("\n".join(reports)), new)
 
-    async def _gate(self, gate: str) -> tuple[int | None, str]:
-        argv = self.sandbox.argv(gate, self.path, self.run_dir)
-        return await run_in_group(argv, self.path, self.gate_timeout)
+    async def _gate(self, gate: str) -> tuple[int | None, str, str]:
+        """Run ``gate`` in the queue's worktree, sandboxed like ``bash``: (exit code or None when killed,
+        output, why it was killed). Raises ``GatesRefused`` when it may not run (no bwrap, no opt-in)."""
+        refusal = self.sandbox.refusal(self.policy)
+        if refusal is not None:
+            raise GatesRefused(refusal)
+        protected = protected_paths((self.path,), home=self.run_dir.parent.parent, git_dir=self.repo.git_dir)
+        ctx = ToolContext(self.path, self.run_dir, protected=protected, policy=self.policy)
+        done = await run_in_group(self.sandbox.command(gate, ctx), self.path, self.gate_timeout)
+        return done.code, done.output, done.killed
 
     async def _failing_on(self, tip: str, gate: str, merged: str) -> frozenset[str]:
         """The tests ``gate`` fails at ``tip`` (run there once, then remembered); the queue's
         worktree is back at ``merged`` afterwards."""
         if (tip, gate) not in self._failing_at:
             await asyncio.to_thread(self._checkout, tip)
-            code, out = await self._gate(gate)
+            code, out, _ = await self._gate(gate)
             self._failing_at[tip, gate] = failing_tests(out) if code not in (0, None) else frozenset()
             await asyncio.to_thread(self._checkout, merged)
         return self._failing_at[tip, gate]

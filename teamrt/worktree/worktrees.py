@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..store import Store
+from ..tools.policy import SandboxPolicy
 from ..tools.sandbox import default_sandbox
 from . import checkout as co
 from .checkout import Checkout
@@ -50,7 +51,9 @@ class Worktrees:
         integration: str,
         gates: tuple[str, ...],
         gate_timeout: float,
+        policy: SandboxPolicy | None = None,
     ) -> None:
+        """``policy``: what the run allows its commands, the gates' included (default: the safe defaults)."""
         self.repo = repo
         self.run_dir = run_dir
         self.run_id = run_id
@@ -61,7 +64,7 @@ class Worktrees:
         self.sandbox = default_sandbox()
         self.queue = MergeQueue(
             repo=repo, store=store, run_dir=run_dir, branch=integration, base=base, gates=gates,
-            gate_timeout=gate_timeout, sandbox=self.sandbox,
+            gate_timeout=gate_timeout, sandbox=self.sandbox, policy=policy,
         )  # fmt: skip
         self.overlaps = Overlaps()
         self.checkouts: dict[str, Checkout] = {}
