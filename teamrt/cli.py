@@ -35,22 +35,26 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_int(text: str) -> int:
+    from .runtime.teamfile import MOST
+
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    if not 1 <= value <= MOST:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MOST:_}, got {text!r}")
     return value
 
 
 def _positive_float(text: str) -> float:
+    from .runtime.teamfile import MOST
+
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    if not 0 < value <= MOST:
+        raise argparse.ArgumentTypeError(f"expected a number above 0 and at most {MOST:_}, got {text!r}")
     return value
 
 

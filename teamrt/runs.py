@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from .mailbox import Mailbox, Message, is_name
 from .mailbox.message import preview
-from .runtime.asking import ANSWERED, ASK
+from .runtime.asking import ANSWERED, ASK, USER
 from .store import (
     AgentRecord,
     EventRecord,
@@ -41,7 +41,6 @@ from .tools.sandbox import SANDBOX_EVENT, describe
 CRASHED = "crashed"
 LIVE_AGENT = ("pending", "running", "idle", "merging")
 SUPERVISOR = "supervisor"  # the mailbox the run's supervisor reads its control mail from
-USER = "user"  # the sender of everything typed at the command line
 MAILBOX_DIR = "mailbox"
 SPILL_DIR = "spill"
 SUMMARY_CHARS = 80

@@ -71,3 +71,19 @@ def test_a_broken_team_file_is_one_line(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "team.toml" in result.stderr and "modle" in result.stderr
     missing = teamrt("run", "absent.toml", "--prompt", "x", project=tmp_path)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "absent.toml" in missing.stderr
+
+
+def test_huge_numbers_are_one_line_and_make_no_run(tmp_path: Path) -> None:
+    for flag, value in (
+        ("--budget-tokens", "9" * 23),
+        ("--max-turns", str(2**64)),
+        ("--budget-usd", "1e308"),
+    ):
+        result = teamrt("run", "--prompt", "x", flag, value, project=tmp_path)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"argument {flag}: expected" in result.stderr and "1_000_000_000_000" in result.stderr
+    (tmp_path / "team.toml").write_text(f"[team]\nbudget_tokens = {10**30}\n")
+    result = teamrt("run", "team.toml", project=tmp_path)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "[team] budget_tokens must be at most 1_000_000_000_000" in result.stderr
+    assert not (tmp_path / ".teamrt" / "runs").exists() or not any((tmp_path / ".teamrt" / "runs").iterdir())

@@ -19,7 +19,7 @@ import pytest
 from conftest import needs_bwrap
 
 from teamrt.procs import group_members, is_running, kill_group, process_start_time
-from teamrt.tools import Bash, ToolContext, ToolError, ToolResult
+from teamrt.tools import Bash, ToolContext, ToolError, ToolResult, pidlimit
 from teamrt.tools.policy import SandboxPolicy
 from teamrt.tools.sandbox import TOOLCHAINS, Sandbox
 
@@ -429,3 +429,19 @@ def test_long_output_keeps_its_head_and_tail_and_says_how_much_was_cut(ctx: Tool
 def test_a_bad_timeout_is_refused(ctx: ToolContext, timeout: Any) -> None:
     with pytest.raises(ToolError, match="timeout must be a number of seconds above 0 and at most 600"):
         bash(ctx, "true", timeout=timeout)
+
+
+def _cgroups_allowed() -> bool:
+    probe = pidlimit.make(1)
+    if probe is not None:
+        pidlimit.remove(probe)
+    return probe is not None
+
+
+@pytest.mark.skipif(not _cgroups_allowed(), reason="no writable cgroup pids controller here (not root)")
+def test_where_a_cgroup_can_be_made_the_kernel_refuses_the_fork_past_the_limit(ctx: ToolContext) -> None:
+    limited = replace(ctx, policy=SandboxPolicy(max_processes=8))
+    result = bash(limited, "for i in $(seq 50); do sleep 30 & done; wait")
+    assert result.is_error and "Resource temporarily unavailable" in result.content
+    assert result.content.endswith("[killed: more than 8 processes]")
+    assert not [p for p in (pidlimit.PIDS / "teamrt").iterdir() if p.name.startswith(f"{os.getpid()}-")]

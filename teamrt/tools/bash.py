@@ -11,7 +11,8 @@ The process limit is watched here, not left to ``RLIMIT_NPROC``: the kernel
 does not apply that to root, and counts all of a user's processes, not the
 command's. Every ``WATCH_SECONDS`` the command's process tree is counted (in
 its PID namespace no process leaves the tree; unconfined, its group is counted
-too), and the group is killed once the tree is over the limit.
+too), and the group is killed once the tree is over the limit. Where teamrt may
+make a cgroup, the kernel holds the limit exactly (``teamrt.tools.pidlimit``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..procs import group_members, kill_group, tree
+from . import pidlimit
 from .base import OnProcess, ToolContext, ToolError, ToolResult
 from .gitguard import git_escape
 from .quarantine import absent, quarantine
@@ -150,16 +152,20 @@ async def run_in_group(
     transport, _ = await asyncio.get_running_loop().connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
+    cgroup = pidlimit.make(command.max_processes)
     try:
-        proc = await _start(command.argv, cwd, write_fd, command.env)
+        argv = command.argv if cgroup is None else pidlimit.enter(command.argv, cgroup)
+        proc = await _start(argv, cwd, write_fd, command.env)
         pump = asyncio.create_task(_pump(reader, output))
         try:
-            code, killed = await _supervise(proc, command, timeout, on_process)
+            code, killed = await _supervise(proc, command, timeout, on_process, cgroup)
             await asyncio.wait([pump], timeout=DRAIN_SECONDS)
         finally:
             pump.cancel()
     finally:
         transport.close()
+        if cgroup is not None:
+            await asyncio.to_thread(pidlimit.remove, cgroup)
     return Finished(code, output.text(), killed)
 
 
@@ -184,7 +190,11 @@ async def _start(
 
 
 async def _supervise(
-    proc: asyncio.subprocess.Process, command: Command, timeout: float, on_process: OnProcess | None
+    proc: asyncio.subprocess.Process,
+    command: Command,
+    timeout: float,
+    on_process: OnProcess | None,
+    cgroup: Path | None,
 ) -> tuple[int | None, str]:
     """Wait for ``proc``: (its exit code, "") or (None, why it was killed); then kill its group, however
     the wait ended."""
@@ -192,7 +202,7 @@ async def _supervise(
         if on_process is not None:
             await on_process(proc.pid)
         ended = asyncio.ensure_future(proc.wait())
-        crowded = asyncio.ensure_future(_crowded(proc.pid, command))
+        crowded = asyncio.ensure_future(_crowded(proc.pid, command, cgroup))
         try:
             done, _ = await asyncio.wait(
                 [ended, crowded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
@@ -210,10 +220,13 @@ async def _supervise(
         await asyncio.shield(_end(proc))
 
 
-async def _crowded(pid: int, command: Command) -> None:
-    """Return once the command started by ``pid`` has more than ``command.max_processes`` processes."""
+async def _crowded(pid: int, command: Command, cgroup: Path | None) -> None:
+    """Return once the command started by ``pid`` has more than ``command.max_processes`` processes, or
+    the kernel refused it one more (in its ``cgroup``)."""
     while True:
         await asyncio.sleep(WATCH_SECONDS)
+        if cgroup is not None and pidlimit.refused(cgroup):
+            return
         members = tree(pid)
         if not command.contained:  # an orphan leaves the tree, not the group
             members.update(group_members(pid))

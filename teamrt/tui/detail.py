@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,6 @@ from ..store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
 STREAM_TAIL_BYTES = 8192
 PREVIEW_CHARS = 100
 DIFF_EVERY_S = 2.0  # a worktree's diff stat is asked of git at most this often
-GIT_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,28 +157,32 @@ def streaming_now(run_dir: Path, agent: str) -> str:
 
 def diff_stat(workspace: Path, project: Path, integration_branch: str, merged: str | None) -> str:
     """``git diff --stat`` of the agent's work: the worktree (committed or not) against where it left the
-    integration branch while it is there; once merged and removed, what its merge brought."""
-    if workspace.is_dir():
-        base = _git(workspace, "merge-base", "HEAD", integration_branch).strip()
-        return _git(workspace, "diff", "--stat", base or "HEAD") or "(no changes)"
-    if merged:
-        return _git(project, "diff", "--stat", f"{merged}^1", merged) or "(the merge brought no changes)"
-    return "(worktree removed)"
+    integration branch while it is there; once merged and removed, what its merge brought.
 
+    teamrt's safe git, pointed at the checkout by git's own records: the agent wrote the checkout and
+    its metadata, and a plain ``git -C`` there would run the filters of a configuration it names."""
+    from ..worktree import GitError, GitRepo  # GitPython: only when a worktree agent is shown
+    from ..worktree.worktrees import git_env_of
 
-def _git(where: Path, *args: str) -> str:
-    """The output of git (its error if it failed), trailing blanks cut."""
+    repo = GitRepo.find(project)
+    if repo is None:
+        return "(the project is no longer in a git repository)"
     try:
-        done = subprocess.run(
-            ["git", "-C", str(where), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
+        if workspace.is_dir():
+            env = git_env_of(repo, workspace)
+            if env is None:
+                return "(git no longer knows this worktree)"
+            root = Path(env["GIT_WORK_TREE"])
+            try:
+                base = repo.run("merge-base", "HEAD", integration_branch, cwd=root, env=env)
+            except GitError:  # the integration branch is not made until the first merge
+                base = "HEAD"
+            return repo.run("diff", "--stat", base, cwd=root, env=env) or "(no changes)"
+        if merged:
+            return repo.run("diff", "--stat", f"{merged}^1", merged) or "(the merge brought no changes)"
+    except GitError as e:
         return f"(git: {e})"
-    return done.stdout.rstrip() if done.returncode == 0 else f"(git: {done.stderr.strip()})"
+    return "(worktree removed)"
 
 
 def _unread(run_dir: Path, agent: str) -> list[Letter]:

@@ -199,6 +199,18 @@ class Worktrees:
             return await asyncio.to_thread(co.ship, self.repo, checkout)
 
 
+def git_env_of(repo: GitRepo, workspace: Path) -> dict[str, str] | None:
+    """What points git at a worktree agent's checkout (which holds ``workspace``) by git's own records,
+    for onlookers such as the TUI: never by what the agent wrote (its checkout's ``.git`` file, the
+    ``commondir`` in its metadata), which could name a configuration of its own, filters included.
+    None when git no longer knows the checkout."""
+    root = next((p for p in (workspace, *workspace.parents) if p.parent.name == "worktrees"), None)
+    admin = _admin_of(repo.git_dir / "worktrees", root) if root is not None else None
+    if root is None or admin is None:
+        return None
+    return {"GIT_DIR": str(admin), "GIT_COMMON_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(root)}
+
+
 def _admin_of(admins: Path, path: Path) -> Path | None:
     """The admin directory in ``.git/worktrees`` whose ``gitdir`` (git's own record, which the agent
     cannot write) names the checkout at ``path``, when the checkout is still there."""
