@@ -24,8 +24,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Three workers on two cores: most tests wait on processes, sockets and files, not on the CPU.
 test: lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n 3
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/mailbox.py

@@ -360,7 +360,8 @@ def test_a_command_with_too_many_processes_is_killed_with_all_it_started(
     result = bash(
         context, "echo begun; for i in $(seq 200); do sleep 1003 & done; wait", sandbox, timeout=120
     )
-    assert result == ToolResult("begun\n\n[killed: more than 20 processes]", is_error=True)
+    assert result.is_error and result.content.startswith("begun\n")
+    assert result.content.endswith("\n[killed: more than 20 processes]")  # the kernel may refuse forks first
     assert group_members(pgids[0]) == []
     assert survivors(processes(["sleep", "1003"])) == []
     few = bash(context, "for i in $(seq 5); do sleep 0.2 & done; wait; echo fine", sandbox, timeout=120)

@@ -588,7 +588,7 @@ def test_run_with_tui_starts_the_run_shows_it_and_leaves_it_going_on_q(home: Pat
     os.close(slave)
     screen = b""
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 150  # a loaded machine: the run starts, its lead calls, it asks
         while b"1 ask waiting" not in screen and time.monotonic() < deadline:
             if select.select([master], [], [], 0.5)[0]:
                 screen += os.read(master, 65536)
