@@ -18,7 +18,7 @@ from teamrt.models import BLOCK_ENV, ModelRequest, ModelResponse, open_model
 from teamrt.models.sim import SimServer
 from teamrt.settings import SETTINGS_ENV, ModelSettings, Settings
 from teamrt.tools.base import ToolContext
-from teamrt.tools.sandbox import default_sandbox
+from teamrt.tools.sandbox import TOOLCHAINS, default_sandbox
 
 if TYPE_CHECKING:
     from hostile import Scene
@@ -31,6 +31,19 @@ needs_bwrap = pytest.mark.skipif(
 )
 
 MAILPROC = str(Path(__file__).with_name("mailproc.py"))
+
+
+def shown_in_homes() -> set[str]:
+    """What the sandbox may show at the top of a hidden home: the toolchain places, and the way to the
+    Python teamrt runs on (a user's ``~/project/.venv``, ``/root/.pyenv``)."""
+    names = {Path(p).parts[1] for p in TOOLCHAINS}
+    for prefix in map(Path, (sys.prefix, sys.base_prefix)):
+        for home in map(Path, ("/root", "/home", os.environ.get("HOME", "/"))):
+            if home != Path("/") and prefix.is_relative_to(home) and prefix != home:
+                names.add(prefix.relative_to(home).parts[0])
+    return names
+
+
 RUN = "run1"
 
 

@@ -22,10 +22,10 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 
 import pytest
-from conftest import FAST, needs_bwrap
+from conftest import FAST, needs_bwrap, shown_in_homes
 from gitrepo import IDENTITY, git, make_repo, run_worktree_team
 from hostile import PRIVATE_KEY, SECRET, Call, Said, Scene
 
@@ -43,7 +43,7 @@ from teamrt.tools import grep
 from teamrt.tools.confine import IN_HOME
 from teamrt.tools.policy import SandboxPolicy
 from teamrt.tools.protect import PROTECTED
-from teamrt.tools.sandbox import SANDBOX_EVENT, TOOLCHAINS, Sandbox, default_sandbox
+from teamrt.tools.sandbox import SANDBOX_EVENT, Sandbox, default_sandbox
 from teamrt.tui.app import TeamApp
 from teamrt.tui.detail import diff_stat
 from teamrt.tui.widgets import Totals
@@ -110,8 +110,9 @@ def test_the_users_home_root_and_places_outside_are_hidden(scene: Scene) -> None
     assert "No such file or directory" in said[0].content
     listed = said[3].content.split()
     assert {"/root:", "/home:", f"{scene.user_home}:"} <= set(listed)
-    toolchains = {PurePath(p).parts[1] for p in TOOLCHAINS}
-    assert set(listed) - {"/root:", "/home:", f"{scene.user_home}:"} <= toolchains, "only toolchains show"
+    assert set(listed) - {"/root:", "/home:", f"{scene.user_home}:"} <= shown_in_homes(), (
+        "only toolchains show"
+    )
     scene.untouched()
 
 
