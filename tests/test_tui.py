@@ -578,12 +578,14 @@ def test_run_with_tui_starts_the_run_shows_it_and_leaves_it_going_on_q(home: Pat
     (tmp_path / "asking.toml").write_text(
         team
     )  # the lead's first call waits for an answer: the run stays live
+    # COLUMNS and LINES (set under pytest-xdist) would win over the terminal's own size
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 130, 0, 0))
     child = subprocess.Popen(
         [sys.executable, "-m", "teamrt", "run", str(tmp_path / "asking.toml"), "--tui"],
         cwd=project, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-        env={**os.environ, "TERM": "xterm-256color"},
+        env={**env, "TERM": "xterm-256color"},
     )  # fmt: skip
     os.close(slave)
     screen = b""
