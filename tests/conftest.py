@@ -23,8 +23,8 @@ from teamrt.tools.sandbox import TOOLCHAINS, default_sandbox
 if TYPE_CHECKING:
     from hostile import Scene
 
-# On a developer's machine without bubblewrap the sandbox tests are skipped (bash then runs
-# unconfined and says so); CI installs it in .ci/run, so there a missing bwrap fails them instead.
+# On a developer's machine without bubblewrap the sandbox tests are skipped (bash is then refused
+# unless a run opts in); CI installs it in .ci/run, so there a missing bwrap fails them instead.
 needs_bwrap = pytest.mark.skipif(
     not default_sandbox().confined and not os.environ.get("CI"),
     reason="bubblewrap (bwrap) is not installed here; install the bubblewrap package to test the sandbox",
