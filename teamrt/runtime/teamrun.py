@@ -257,7 +257,10 @@ def sandbox_notice(policy: SandboxPolicy) -> str | None:
 
 
 def _tell_if_dirty(repo: GitRepo, base: str, on_notice: Notice) -> None:
-    changed = repo.run("status", "--porcelain=v1", "--untracked-files=normal").splitlines()
+    # not into submodules: git would run there with the submodule's own configuration, filters included
+    changed = repo.run(
+        "status", "--porcelain=v1", "--untracked-files=normal", "--ignore-submodules=dirty"
+    ).splitlines()
     if changed:
         on_notice(
             f"teamrt: note: your working tree has {len(changed)} uncommitted change(s); worktree agents"
