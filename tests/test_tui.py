@@ -403,8 +403,14 @@ def teamrt(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedPr
 
 @pytest.mark.slow
 def test_a_real_team_on_sim_is_seen_changing_status_live(home: Path, tmp_path: Path) -> None:
+    """The lead's first call waits for an answer from the TUI, so a loaded machine cannot end the run
+    before the TUI first looks: it sees the run at work, answers, and sees it to its end."""
     project = chaos.prepare("coding", tmp_path)
-    started = teamrt("run", str(team_file("coding")), "--detach", cwd=project)
+    team = team_file("coding").read_text()
+    team = team.replace('on_ask = "deny"', 'on_ask = "deny"\nask_wait = 120')
+    team = team.replace("[permissions]\n", '[permissions]\nask = ["Bash(python3 -m unittest)"]\n')
+    (tmp_path / "held.toml").write_text(team)
+    started = teamrt("run", str(tmp_path / "held.toml"), "--detach", cwd=project)
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.strip()
     app, _ = app_on(home / "runs", run_id)
@@ -422,8 +428,13 @@ def test_a_real_team_on_sim_is_seen_changing_status_live(home: Path, tmp_path: P
                     seen.setdefault(name, []).append(status)
             return screen.state is not None and screen.state.status == "done"
 
-        await until(pilot, watch, timeout=90)
-        watch()
+        for _ in range(1200):  # answer each ask (a) until the run is done (120 s at most)
+            if watch():
+                break
+            if screen.state is not None and screen.state.asks:
+                await pilot.press("a")
+            await pilot.pause(0.1)
+        assert watch()
         await pilot.press("j", "j")  # a coder: its merged work, from git
         screen.query_one(TabbedContent).active = "tab-worktree"
         worktree = screen.query_one(WorktreeView)
