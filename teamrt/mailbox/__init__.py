@@ -1,4 +1,4 @@
-"""The durable, watched filesystem mailbox (see ../shared/DESIGN.md, Contracts).
+"""The durable, watched filesystem mailbox.
 
 Knows nothing of agents or models: names, directories, messages and wake-ups.
 """

@@ -1,4 +1,4 @@
-"""The run store (see ../shared/DESIGN.md, Contracts): SQLite through SQLAlchemy, one writer per run.
+"""The run store: SQLite through SQLAlchemy, one writer per run.
 
 Knows nothing of agents' behaviour or of models: rows in, records out.
 """

@@ -1,4 +1,4 @@
-"""Worktree agents and the gated merge queue (see ../shared/DESIGN.md, Worktrees and merging)."""
+"""Worktree agents and the gated merge queue."""
 
 from .checkout import Checkout
 from .git import GitError, GitRepo
