@@ -180,12 +180,16 @@ def _incarnation(spec: dict[str, Any]) -> None:
 
 
 def _own(spec: dict[str, Any], hits: Counter[str]) -> None:
-    from .runtime.teamrun import resume_run, run_team_file
+    from .runtime.teamrun import Choices, resume_run, run_team_file
 
     if spec["first"]:
         team = team_file(spec["example"])
         work = run_team_file(
-            team, prompt=None, model="sim", project=Path(spec["project"]), run_id=spec["run_id"]
+            team,
+            prompt=None,
+            project=Path(spec["project"]),
+            choices=Choices(model="sim"),
+            run_id=spec["run_id"],
         )
         asyncio.run(work)
         (Path(spec["home"]) / f"{spec['run_id']}.{HITS}").write_text(json.dumps(hits))

@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .mailbox import MailboxError
 from .settings import SettingsError
 
 if TYPE_CHECKING:
+    from .models.catalog import ModelInfo, Price
     from .runtime.teamrun import RunSummary
 
 EXIT_USAGE = 2
@@ -32,6 +33,14 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and " " in self.prog:  # a subcommand's parser: its error points to its own help
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 def _positive_int(text: str) -> int:
@@ -79,7 +88,7 @@ def _run_name(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="teamrt", description="A runtime for teams of LLM agents.")
     parser.add_argument("--version", action="version", version=f"teamrt {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo",
         help="run the example teams offline on sim: research, then coding",
@@ -105,23 +114,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run = commands.add_parser(
         "run",
-        help="run a team (TEAMFILE) or one agent on a prompt, to the end",
-        description="Run the team of TEAMFILE, or without one a single agent (a built-in or one from"
-        " .teamrt/agents or .claude/agents), on a prompt in this directory, in a run of its own, and"
-        " print the answer with turns, tokens, cache-read share and cost. --model sim runs offline.",
+        help="run a team on a task in this repository, to the end",
+        description="Run a team on a prompt at the top of this git repository (this directory outside"
+        " git), in a run of its own: the team of TEAMFILE, else .teamrt/team.toml (teamrt init writes"
+        " one), else the built-in team (a lead with forks, coder worktree agents and a reviewer). Prints"
+        " the run's id and its progress on stderr, the answer on stdout. The model is Claude"
+        " (claude-sonnet-5-5) when ANTHROPIC_API_KEY is set; --model sim runs offline. A run on Claude"
+        " has a hard budget ($5 unless --budget-usd, the team file or the settings say otherwise).",
     )
-    run.add_argument("teamfile", nargs="?", help="a team file (TOML); see examples/*/team.toml")
+    run.add_argument("teamfile", nargs="?", help="a team file (TOML); see docs/team-file.md")
     run.add_argument("--prompt", help="the task (a team file may give a default)")
-    run.add_argument("--agent", default="lead", help="the agent definition to run (default: lead)")
+    run.add_argument(
+        "--agent",
+        help="run this one agent alone instead of a team (a built-in: lead, coder, researcher, reviewer,"
+        " or one from .teamrt/agents or .claude/agents)",
+    )
     run.add_argument(
         "--model",
-        help="sim (offline, the default), sim:<claude model>, a Claude model, or a local server's model",
+        help="every agent's model: a Claude model or alias (sonnet, opus, haiku), sim (offline), sim:<claude"
+        " model>, or a model of the server ANTHROPIC_BASE_URL names (default: claude-sonnet-5-5 when a key"
+        " is set)",
     )
     run.add_argument(
         "--on-ask",
         choices=("deny", "allow"),
-        default="deny",
-        help="how to answer a tool call that needs approval (default: deny, telling the model why)",
+        help="how to answer a tool call that needs approval when no one does (default: the team file's,"
+        " else deny, telling the model why)",
     )
     run.add_argument(
         "--ask-wait",
@@ -130,10 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a call that needs approval waits for you to answer it (teamrt answer) before"
         " --on-ask does (default: the team file's ask_wait, else 0: --on-ask answers at once)",
     )
-    run.add_argument("--max-turns", type=_positive_int, help="stop after this many model turns")
+    run.add_argument("--max-turns", type=_positive_int, help="stop the lead after this many model turns")
     run.add_argument("--budget-tokens", type=_positive_int, help="hard limit on tokens for the run")
-    run.add_argument("--budget-usd", type=_positive_float, help="hard limit on dollars for the run")
-    run.add_argument("--quiet", action="store_true", help="do not stream the agent's text as it arrives")
+    run.add_argument(
+        "--budget-usd", type=_positive_float,
+        help="hard limit on dollars for the run (default on Claude: the team file's, else 5)",
+    )  # fmt: skip
+    run.add_argument("--quiet", action="store_true", help="print only the answer: no progress, no totals")
+    run.add_argument("--json", action="store_true", help="print one JSON object at the end: the run's result")
     run.add_argument(
         "--unconfined",
         action="store_true",
@@ -163,30 +185,47 @@ def build_parser() -> argparse.ArgumentParser:
         " rather than run again. A live run is refused.",
     )
     resume.add_argument("run", metavar="RUN", help="the run's id, as teamrt ls shows it")
-    resume.add_argument("--quiet", action="store_true", help="do not stream the lead's text as it arrives")
+    resume.add_argument("--quiet", action="store_true", help="print only the answer: no progress, no totals")
+    resume.add_argument("--json", action="store_true", help="print one JSON object at the end: the result")
     resume.add_argument(
         "--detach", action="store_true",
         help="take the run over in the background and print its id (follow it with: teamrt logs RUN -f)",
     )  # fmt: skip
-    commands.add_parser(
+    init = commands.add_parser(
+        "init",
+        help="write .teamrt/team.toml, the team of 'teamrt run --prompt', to edit",
+        description="Write the built-in team, commented, to .teamrt/team.toml at the top of this git"
+        " repository (this directory outside git), where 'teamrt run --prompt' finds it; commit it to"
+        " share it. An existing file is left alone unless --force.",
+    )
+    init.add_argument("--force", action="store_true", help="overwrite an existing .teamrt/team.toml")
+    models = commands.add_parser(
         "models",
         help="list the known models with their prices and cache minimums",
         description="The price table teamrt bills by (USD per million tokens), with the settings"
         " file's overrides applied, and each model's minimum cacheable prefix.",
     )
-    commands.add_parser(
+    models.add_argument("--json", action="store_true", help="print the table as one JSON array")
+    ls = commands.add_parser(
         "ls",
         help="list the runs, newest first",
-        description="One line per run: status (a running run whose owner is gone is crashed), age,"
-        " agents, cost, tokens and the task's first line.",
+        description="One line per run: status (a running run whose owner is gone is crashed; a live"
+        " one says its owner's pid), age, agents, cost (of its budget, when it has one), tokens and the"
+        " task's first line. A simulated cost says (sim).",
     )
+    ls.add_argument("--json", action="store_true", help="print the runs as one JSON array")
     show = commands.add_parser(
         "show",
         help="show one run: totals, the agent tree, answers and tasks",
-        description="A run's header and totals, its agents as a tree, each agent's latest answer"
-        " and the shared task list.",
+        description="A run's header and totals (its owner's pid while it runs, its cost and budget),"
+        " its agents as a tree, each agent's latest answer and the shared task list. Answers and tasks"
+        " are cut to a few lines unless --full.",
     )
     show.add_argument("run", metavar="RUN", help="the run's id, as teamrt ls shows it")
+    show.add_argument("--full", action="store_true", help="show answers and tasks whole")
+    show.add_argument(
+        "--json", action="store_true", help="print the run as one JSON object (answers and tasks whole)"
+    )
     logs = commands.add_parser(
         "logs",
         help="print a run's event log; -f follows a live run to its end",
@@ -196,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.add_argument("run", metavar="RUN", help="the run's id")
     logs.add_argument("-f", "--follow", action="store_true", help="follow a live run until it ends")
+    logs.add_argument(
+        "--json", action="store_true",
+        help="one JSON object per event, a line each (JSON Lines); with -f, how the run ended goes to stderr",
+    )  # fmt: skip
     send = commands.add_parser(
         "send",
         help="send a message to an agent of a run",
@@ -247,17 +290,29 @@ def build_parser() -> argparse.ArgumentParser:
         "gc",
         help="remove the worktrees and branches of finished runs",
         description="For every finished run: remove its worktrees and its agents' branches, and its"
-        " integration branch once applied. Live and crashed runs are left alone.",
+        " integration branch once applied. Work not merged is kept and said so: a worktree or branch"
+        " with commits the integration branch (or your HEAD) lacks, or with uncommitted changes; so is"
+        " an integration branch not applied. Live and crashed runs are left alone.",
     )
-    gc.add_argument("--force", action="store_true", help="delete integration branches not yet applied too")
+    gc.add_argument(
+        "--force", action="store_true",
+        help="remove unmerged worktrees and branches, and integration branches not applied, too",
+    )  # fmt: skip
+    gc.add_argument(
+        "--dry-run", action="store_true", help="say what would be removed and kept; change nothing"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version and usage errors: argparse has printed them
         return e.code if isinstance(e.code, int) else EXIT_FAILED
+    if args.command is None:  # bare ``teamrt``
+        parser.print_help()
+        return 0
     try:
         return _run(args)
     except BrokenPipeError:  # the reader went away (`teamrt models | head`); say nothing more
@@ -275,9 +330,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return _demo(args)
     if args.command == "models":
-        return _list_models()
+        return _list_models(args.json)
     if args.command == "run":
         return _run_one(args)
+    if args.command == "init":
+        return _init(args.force)
     if args.command == "resume":
         return _resume(args)
     if args.command in ("ls", "show", "send", "stop", "answer"):
@@ -289,6 +346,24 @@ def _run(args: argparse.Namespace) -> int:
     if args.command in ("apply", "gc"):
         return _git_command(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse allows no other
+
+
+def _init(force: bool) -> int:
+    """``teamrt init``: the built-in team, to edit, at ``<top>/.teamrt/team.toml``."""
+    import shutil
+
+    from . import home
+    from .runtime.teamrun import DEFAULT_TEAM, TEAM_FILE
+
+    target = home.project_root() / home.DEFAULT_HOME / TEAM_FILE
+    if target.exists() and not force:
+        print(f"teamrt: {target} exists already; edit it, or overwrite it with teamrt init --force",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
+    target.parent.mkdir(mode=home.DIR_MODE, parents=True, exist_ok=True)
+    shutil.copyfile(DEFAULT_TEAM, target)
+    print(f"wrote {target}: the team 'teamrt run --prompt ...' starts here; every key: docs/team-file.md")
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -308,16 +383,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _run_one(args: argparse.Namespace) -> int:
     import asyncio
-    from pathlib import Path
 
-    from .agents import DefinitionError
-    from .models import ModelConfigError
-    from .runtime.teamfile import TeamFileError
-    from .runtime.teamrun import BranchTaken, NoPrompt, UnknownAgent, run_single, run_team_file
-    from .store import StoreError
+    from . import home
+    from .runtime.teamrun import run_single, run_team_file
 
     if args.teamfile is None and not args.prompt:
-        print("teamrt: run needs a team file or --prompt (see 'teamrt run --help')", file=sys.stderr)
+        print("teamrt: run needs --prompt or a team file (see 'teamrt run --help')", file=sys.stderr)
+        return EXIT_USAGE
+    if args.teamfile is not None and args.agent is not None:
+        print("teamrt: --agent runs one agent alone; leave out the team file (see 'teamrt run --help')",
+              file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
     if args.run_id is not None and _run_taken(args.run_id):
         print(f"teamrt: run {args.run_id!r} exists already; leave out --run-id", file=sys.stderr)
@@ -330,59 +405,124 @@ def _run_one(args: argparse.Namespace) -> int:
             return started if started else _tui(args.run_id)
         if args.detach:
             return _detach(args)
-        if args.teamfile is not None:
-            work = run_team_file(
-                Path(args.teamfile), prompt=args.prompt, model=args.model, project=Path.cwd(),
-                on_notice=_notice, run_id=args.run_id, ask_wait=args.ask_wait, unconfined=args.unconfined,
+        project = home.project_root()
+        run_id = args.run_id or home.new_run_id()
+        notice = _notice if not args.quiet else _warning
+        if args.agent is not None:
+            work = run_single(
+                args.prompt, agent=args.agent, project=project, choices=_choices(args), on_notice=notice,
+                run_id=run_id,
             )  # fmt: skip
         else:
-            work = run_single(
-                args.prompt,
-                agent=args.agent,
-                model=args.model or "sim",
-                project=Path.cwd(),
-                on_ask=args.on_ask,
-                ask_wait=args.ask_wait or 0.0,
-                max_turns=args.max_turns,
-                budget_tokens=args.budget_tokens,
-                budget_usd=args.budget_usd,
-                on_text=None if args.quiet else _echo,
-                on_notice=_notice,
-                run_id=args.run_id,
-                unconfined=args.unconfined,
-            )
-        result = asyncio.run(work)
-    except (
-        DefinitionError, UnknownAgent, ModelConfigError, StoreError, TeamFileError, NoPrompt, BranchTaken,
-    ) as e:  # fmt: skip
+            work = run_team_file(
+                _team_path(args, project), prompt=args.prompt, project=project, choices=_choices(args),
+                on_notice=notice, run_id=run_id,
+            )  # fmt: skip
+        return _foreground(lambda: asyncio.run(work), run_id, args)
+    except _run_errors() as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
-    return _report(result, quiet=args.quiet or args.teamfile is not None)
+
+
+def _run_errors() -> tuple[type[Exception], ...]:
+    """The errors a run's start raises for a user's mistake: each is one line."""
+    from .agents import DefinitionError
+    from .models import ModelConfigError
+    from .runtime.teamfile import TeamFileError
+    from .runtime.teamrun import BranchTaken, NoPrompt, UnknownAgent
+    from .store import StoreError
+
+    return (DefinitionError, UnknownAgent, ModelConfigError, StoreError, TeamFileError, NoPrompt, BranchTaken)
+
+
+def _team_path(args: argparse.Namespace, project: Path) -> Path:
+    from .runtime.teamrun import team_file_of
+
+    return Path(args.teamfile) if args.teamfile is not None else team_file_of(project)
+
+
+def _choices(args: argparse.Namespace) -> Any:
+    from .runtime.teamrun import Choices
+
+    return Choices(
+        model=args.model, on_ask=args.on_ask, ask_wait=args.ask_wait, max_turns=args.max_turns,
+        budget_tokens=args.budget_tokens, budget_usd=args.budget_usd, unconfined=args.unconfined,
+    )  # fmt: skip
+
+
+def _foreground(work: Callable[[], RunSummary], run_id: str, args: argparse.Namespace, after: int = 0) -> int:
+    """Do ``work`` (a run to its end), its progress on stderr unless --quiet; then its result. Ctrl-C
+    says how to go on."""
+    from . import home, progress
+
+    run_dir = home.runs_path() / run_id
+    out = (lambda line: None) if args.quiet else _notice
+    try:
+        with progress.watching(run_dir, run_id, out, after=after):
+            result = work()
+    except KeyboardInterrupt:
+        if _run_taken(run_id):
+            print(
+                f"\nteamrt: run {run_id} interrupted; resume it with: teamrt resume {run_id}", file=sys.stderr
+            )
+        else:
+            _notice("\nteamrt: interrupted before the run started")
+        return EXIT_INTERRUPTED
+    return _report(result, args)
 
 
 def _notice(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(line, file=sys.stderr, flush=True)
 
 
-def _report(result: RunSummary, *, quiet: bool) -> int:
-    """A run's end: its answer (unless it streamed), its totals, and the exit status."""
+def _warning(line: str) -> None:
+    """Under --quiet, what a run's start must still say: its notes and warnings, not its start line."""
+    if line.startswith("teamrt: "):
+        _notice(line)
+
+
+def _report(result: RunSummary, args: argparse.Namespace) -> int:
+    """A run's end: its answer on stdout, its totals on stderr (or one JSON object), the exit status."""
+    import json
+
+    from .runs import money
+
     outcome = result.outcome
-    if quiet and outcome.answer:
-        print(outcome.answer)
     prompt_tokens = result.input_tokens + result.cache_read_tokens
-    share = result.cache_read_tokens / prompt_tokens if prompt_tokens else 0.0
-    print(
-        f"\n\nrun {result.run_id}: {outcome.status}; {result.agents} agent(s), {outcome.turns} lead turn(s);"
-        f" {prompt_tokens:,} input tokens ({share:.0%} read from cache), {result.output_tokens:,} output;"
-        f" ${result.cost_usd:.4f}"
-    )
+    if args.json:
+        print(json.dumps({
+            "run": result.run_id, "status": outcome.status, "reason": outcome.reason,
+            "answer": outcome.answer,
+            "agents": result.agents, "lead_turns": outcome.turns, "input_tokens": prompt_tokens,
+            "cache_read_tokens": result.cache_read_tokens, "output_tokens": result.output_tokens,
+            "cost_usd": result.cost_usd, "simulated": result.simulated, "budget_usd": result.budget_usd,
+            "integration_branch": result.integration if result.merged else None, "merged": result.merged,
+        }))  # fmt: skip
+    elif outcome.answer:
+        print(outcome.answer)
+    if not args.quiet and not args.json:
+        share = result.cache_read_tokens / prompt_tokens if prompt_tokens else 0.0
+        budget = f" of ${result.budget_usd:.2f}" if result.budget_usd is not None else ""
+        _notice(
+            f"\nrun {result.run_id}: {outcome.status}; {result.agents} agent(s),"
+            f" {outcome.turns} lead turn(s);"
+            f" {prompt_tokens:,} input tokens ({share:.0%} read from cache), {result.output_tokens:,} output;"
+            f" {money(result.cost_usd, result.simulated)}{budget}"
+        )
+        if result.merged:
+            _notice(
+                f"its work: {result.merged} branch(es) merged onto {result.integration};"
+                f" teamrt apply {result.run_id} brings it onto your branch"
+            )
     if outcome.status != "done":
         print(f"teamrt: the lead {outcome.status}: {outcome.reason}", file=sys.stderr)
         return EXIT_FAILED
+    if outcome.reason and not args.json:  # done, but not all went to plan (a spawn failed)
+        _notice(f"teamrt: note: {outcome.reason}")
     return 0
 
 
-DETACH_WAIT_S = 15.0  # how long ``run --detach`` waits for the run's store before it returns anyway
+DETACH_WAIT_S = 60.0  # how long ``run --detach`` waits for the run's store before it returns anyway
 DETACH_POLL_S = 0.05
 TAIL_LINES = 10  # of a detached run's output.log, shown when it did not start
 
@@ -489,18 +629,16 @@ def _check_run(args: argparse.Namespace) -> None:
     say what the run's start would (its sandbox)."""
     import asyncio
 
+    from . import home
     from .runtime.teamrun import check_start, sandbox_notice, single_team, team_from_file
 
-    project = Path.cwd()
-    if args.teamfile is not None:
+    project = home.project_root()
+    if args.agent is None:
         team, _ = team_from_file(
-            Path(args.teamfile), prompt=args.prompt, model=args.model, project=project,
-            unconfined=args.unconfined,
-        )  # fmt: skip
-    else:
-        team, _ = single_team(
-            args.agent, model=args.model or "sim", project=project, unconfined=args.unconfined
+            _team_path(args, project), prompt=args.prompt, project=project, choices=_choices(args)
         )
+    else:
+        team, _ = single_team(args.agent, project=project, choices=_choices(args))
     for model in check_start(team, project, sim=False).values():
         asyncio.run(model.aclose())
     notice = sandbox_notice(team.sandbox)
@@ -508,11 +646,19 @@ def _check_run(args: argparse.Namespace) -> None:
         _notice(notice)
 
 
+LOCAL_FLAGS = ("command", "teamfile", "detach", "tui", "run_id", "json")
+"""What ``run --detach`` does not pass on to the run it starts."""
+
+
 def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:
     """The arguments of ``run`` that gave ``args``, without --detach, with ``--run-id run_id``."""
     argv = ["run", f"--run-id={run_id}"]
     for dest, value in vars(args).items():
-        if dest in ("command", "teamfile", "detach", "tui", "run_id") or value is None or value is False:
+        if (
+            dest in ("command", "teamfile", "detach", "tui", "run_id", "json")
+            or value is None
+            or value is False
+        ):
             continue
         flag = "--" + dest.replace("_", "-")
         argv.append(flag if value is True else f"{flag}={value}")
@@ -522,21 +668,20 @@ def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:
 def _resume(args: argparse.Namespace) -> int:
     import asyncio
 
-    from . import home
-    from .agents import DefinitionError
-    from .models import ModelConfigError
-    from .runs import RunsError
+    from . import home, runs
     from .runtime.teamrun import NotResumable, resume_run
-    from .store import StoreError
 
+    errors: tuple[type[Exception], ...] = (home.UnknownRun, NotResumable, runs.RunsError, *_run_errors())
     try:
         if args.detach:
             return _resume_detached(args.run)
-        result = asyncio.run(resume_run(args.run, on_text=None if args.quiet else _echo))
-    except (home.UnknownRun, NotResumable, StoreError, ModelConfigError, DefinitionError, RunsError) as e:
+        with runs.reading(home.existing_run_dir(args.run), args.run) as reader:
+            seen = reader.last_events(1)
+        after = seen[-1].id if seen else 0
+        return _foreground(lambda: asyncio.run(resume_run(args.run)), args.run, args, after=after)
+    except errors as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
-    return _report(result, quiet=args.quiet)
 
 
 def _resume_detached(run_id: str) -> int:
@@ -560,11 +705,6 @@ def _resume_detached(run_id: str) -> int:
     return _start_detached(["resume", run_id, "--quiet"], run_dir, run_id, taken_over)
 
 
-def _echo(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
 def _inspect(args: argparse.Namespace) -> int:
     """``ls``, ``show``, ``send``, ``stop`` and ``answer``: the store and the mailbox, imported only now."""
     from . import home, runs
@@ -573,11 +713,17 @@ def _inspect(args: argparse.Namespace) -> int:
     try:
         if args.command == "ls":
             runs_dir = home.runs_path()
-            print("\n".join(runs.render_ls(runs.list_runs(runs_dir), runs_dir)))
+            summaries = runs.list_runs(runs_dir)
+            if args.json:
+                _print_json([runs.summary_json(s) for s in summaries])
+            else:
+                print("\n".join(runs.render_ls(summaries, runs_dir)))
             return 0
         run_dir = home.existing_run_dir(args.run)
-        if args.command == "show":
-            print("\n".join(runs.render_show(run_dir, args.run)))
+        if args.command == "show" and args.json:
+            _print_json(runs.show_json(run_dir, args.run))
+        elif args.command == "show":
+            print("\n".join(runs.render_show(run_dir, args.run, full=args.full)))
         elif args.command == "send":
             msg, status = runs.send(run_dir, args.run, args.agent, args.text)
             print(msg.id)
@@ -606,19 +752,31 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_json(value: object) -> None:
+    """``value`` as JSON on stdout, the whole of what a ``--json`` command prints there."""
+    import json
+
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
 def _logs(args: argparse.Namespace) -> int:
+    """``logs``: a line per event (``--json``: a JSON object per line); ``-f`` follows the run to its end
+    and says how it ended (on stderr with ``--json``, so that stdout stays JSON Lines)."""
     from . import home, logs, runs
     from .store import StoreError
 
+    render = logs.event_json if args.json else logs.format_event
     try:
         run_dir = home.existing_run_dir(args.run)
-        status = logs.follow(run_dir, args.run, lambda line: print(line, flush=True), follow=args.follow)
+        status = logs.follow(
+            run_dir, args.run, lambda line: print(line, flush=True), follow=args.follow, render=render
+        )
     except (home.UnknownRun, runs.RunsError, StoreError) as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     if not args.follow:
         return 0
-    print(f"run {args.run} ended: {status}")
+    print(f"run {args.run} ended: {status}", file=sys.stderr if args.json else sys.stdout)
     return 0 if status == "done" else EXIT_FAILED
 
 
@@ -631,14 +789,19 @@ def _git_command(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "gc":
+            said = 0
             for summary in runs.list_runs(home.runs_path()):
                 if summary.status in ("done", "failed", "stopped"):
                     run_dir = home.existing_run_dir(summary.id)
                     with runs.reading(run_dir, summary.id) as reader:
                         run, agents = reader.run(), reader.agents()
-                    branches = [a.branch for a in agents if a.branch]
-                    for line in collect(run, run_dir, branches, force=args.force):
+                    for line in collect(run, run_dir, agents, force=args.force, dry_run=args.dry_run):
                         print(line)
+                        said += 1
+            if not said:
+                print("nothing to collect: no finished run has worktrees or branches left")
+            elif args.dry_run:
+                print("dry run: nothing was changed")
             return 0
         run_dir = home.existing_run_dir(args.run)
         with runs.reading(run_dir, args.run) as reader:
@@ -663,13 +826,17 @@ def _git_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list_models() -> int:
+def _list_models(as_json: bool = False) -> int:
+    """``models``: the price table, as text or (``as_json``) one JSON array."""
     from .models.catalog import SOURCE, SOURCE_DATE
     from .models.pricing import with_overrides
     from .settings import load_settings, settings_path
 
     settings = load_settings()
     table = with_overrides(settings.prices)
+    if as_json:
+        _print_json([_model_json(name, info, name in settings.prices) for name, info in table.items()])
+        return 0
     header = ("input", 8), ("output", 8), ("write 5m", 10), ("write 1h", 10), ("read", 8), ("min cache", 11)
     print(f"{'model':22}" + "".join(f"{title:>{width}}" for title, width in header))
     for name, info in table.items():
@@ -689,6 +856,28 @@ def _list_models() -> int:
     print(f"* from {settings_path()}" if settings.prices else f"Override or add prices in {settings_path()}.")
     print("sim bills like claude-sonnet-5-5; sim:<model> like <model>.")
     return 0
+
+
+def _model_json(name: str, info: ModelInfo, overridden: bool) -> dict[str, object]:
+    """One model of ``models --json``: prices in USD per million tokens."""
+
+    def prices(p: Price) -> dict[str, float]:
+        return {
+            "input": p.input,
+            "output": p.output,
+            "cache_write_5m": p.cache_write_5m,
+            "cache_write_1h": p.cache_write_1h,
+            "cache_read": p.cache_read,
+        }
+
+    long = info.long_context_price
+    return {
+        "model": name,
+        **prices(info.price),
+        "min_cache_tokens": info.min_cache_tokens,
+        "long_context": None if long is None else {"over_tokens": info.long_context_from, **prices(long)},
+        "from_settings": overridden,
+    }
 
 
 if __name__ == "__main__":

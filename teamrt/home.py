@@ -1,7 +1,9 @@
-"""The run directory (DESIGN.md, Contracts): ``$TEAMRT_HOME`` or ``./.teamrt``, mode 0700.
+"""teamrt's home: ``$TEAMRT_HOME``, else ``.teamrt`` at the top of the git repository holding the
+current directory (the current directory itself outside git), mode 0700.
 
-The default home is kept out of git: ``.teamrt/`` goes into the enclosing
-repository's ``.git/info/exclude`` once.
+Runs are kept out of git: the repository's ``.git/info/exclude`` gets
+``.teamrt/*`` with ``.teamrt/agents/`` and ``.teamrt/team.toml`` let back in,
+so a team's agent files and team file can be committed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from .mailbox import check_name, is_name
 
 HOME_ENV = "TEAMRT_HOME"
 DEFAULT_HOME = ".teamrt"
-EXCLUDE_LINE = ".teamrt/"
+EXCLUDE_LINES = (".teamrt/*", "!.teamrt/agents/", "!.teamrt/team.toml")
+OLD_EXCLUDE_LINE = ".teamrt/"  # what teamrt wrote before: it kept agent files out of git too
 DIR_MODE = 0o700
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
@@ -30,10 +33,20 @@ class UnknownRun(LookupError):
         super().__init__(f"no run named {run!r} in {runs}")
 
 
+def project_root(start: Path | None = None) -> Path:
+    """The top of the git repository (or worktree) holding ``start`` (default: the current
+    directory), or ``start`` itself outside git: where a run works and its home is."""
+    start = (Path.cwd() if start is None else start).resolve()
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
 def home_path() -> Path:
     """Where the home of all runs is, without creating it."""
     configured = os.environ.get(HOME_ENV)
-    return (Path(configured).expanduser() if configured else Path(DEFAULT_HOME)).resolve()
+    return Path(configured).expanduser().resolve() if configured else project_root() / DEFAULT_HOME
 
 
 def teamrt_home() -> Path:
@@ -43,7 +56,7 @@ def teamrt_home() -> Path:
     home.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     os.chmod(home, DIR_MODE)
     if not configured:
-        _exclude_from_git(Path.cwd().resolve())
+        _exclude_from_git(home.parent)
     return home
 
 
@@ -80,23 +93,19 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
-def _exclude_from_git(start: Path) -> None:
-    """Add ``.teamrt/`` to the exclude file of the repository holding ``start``, if any.
+def _exclude_from_git(top: Path) -> None:
+    """Keep runs out of the repository whose top is ``top``: ``EXCLUDE_LINES`` in its exclude file.
 
     A ``.git`` that is a file (a worktree or a submodule) is left alone.
     """
-    for directory in (start, *start.parents):
-        git = directory / ".git"
-        if git.is_dir():
-            break
-        if git.exists():
-            return
-    else:
+    git = top / ".git"
+    if not git.is_dir():
         return
     exclude = git / "info" / "exclude"
     text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
-    if EXCLUDE_LINE in (line.strip() for line in text.splitlines()):
+    lines = [line for line in text.splitlines() if line.strip() != OLD_EXCLUDE_LINE]
+    missing = [line for line in EXCLUDE_LINES if line not in (kept.strip() for kept in lines)]
+    if not missing and len(lines) == len(text.splitlines()):
         return
     exclude.parent.mkdir(exist_ok=True)
-    with exclude.open("a", encoding="utf-8") as f:
-        f.write(("\n" if text and not text.endswith("\n") else "") + EXCLUDE_LINE + "\n")
+    exclude.write_text("\n".join([*lines, *missing]) + "\n", encoding="utf-8")

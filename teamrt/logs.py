@@ -2,7 +2,7 @@
 
 Reads only, through the store's reader, like ``teamrt show``. ``follow`` and
 ``format_event`` are public: a command that starts a run shows its progress
-with them.
+with them. ``logs --json`` prints ``event_json`` instead: one JSON object a line.
 """
 
 from __future__ import annotations
@@ -36,6 +36,21 @@ def format_event(event: EventRecord, started: float) -> str:
     return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 3] + "..."
 
 
+def event_json(event: EventRecord, started: float) -> str:
+    """The event as one line of JSON: ``{"id", "at", "elapsed_s", "agent", "kind", "data", "summary"}``
+    (``at`` ISO 8601 UTC; ``agent`` null for the run's own; ``summary`` what ``format_event`` says)."""
+    said = {
+        "id": event.id,
+        "at": runs.iso_time(event.at),
+        "elapsed_s": round(max(0.0, event.at - started), 3),
+        "agent": event.agent,
+        "kind": event.kind,
+        "data": event.data,
+        "summary": describe_event(event),
+    }
+    return json.dumps(said, ensure_ascii=False, default=str)
+
+
 def follow(
     run_dir: Path,
     run_id: str,
@@ -45,8 +60,10 @@ def follow(
     poll_s: float = 0.2,
     after_id: int = 0,
     until: Callable[[], bool] | None = None,
+    render: Callable[[EventRecord, float], str] = format_event,
 ) -> str:
-    """Pass each event after ``after_id`` to ``out`` as a line; return the run's status as a user sees it.
+    """Pass each event after ``after_id`` to ``out`` as a line (``render``'s, given the event and the
+    run's start); return the run's status as a user sees it.
 
     With ``follow``, keep going (polling every ``poll_s``) until the run is no
     longer live or ``until()`` returns True, then print what came last; the
@@ -64,7 +81,7 @@ def follow(
                 # the status before the events, so that no event written before the end is missed
                 status = runs.run_status(reader.run())
                 for event in reader.events(last):
-                    out(format_event(event, started))
+                    out(render(event, started))
                     last = event.id
                 if stop or status != "running":
                     return status
@@ -191,6 +208,11 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "task.updated": _task,
     "control": _control,
     "ask": _ask,
+    "sim.unplayed": lambda d: _text(d.get("note", "")),
+    "spawn.failed": lambda d: (
+        f"{_text(d.get('kind', '?'))} {_text(d.get('role') or '')}".rstrip()
+        + f": {_text(d.get('reason', '?'))}"
+    ),
     "ask.answered": _answered,
     **{f"agent.{end}": _ended for end in ("done", "failed", "stopped")},
     **{f"merge.{status}": _merge for status in MERGE_STATUSES},

@@ -1,18 +1,23 @@
 """What ``teamrt ls``, ``show``, ``send``, ``stop`` and ``answer`` do: read runs' stores, act by mail.
 
+``ls`` and ``show`` print text, or with ``--json`` the same facts as JSON
+(``summary_json``, ``show_json``): machine-readable, every cost in USD with a
+``simulated`` flag, times in ISO 8601 UTC.
+
 Reads go through the store's read-only reader; the only writes are mail
-(DESIGN.md, Data flow 6: an onlooker acts by sending mail). A run recorded
+(docs/architecture.md, Data flow 6: an onlooker acts by sending mail). A run recorded
 as running whose owner is gone, or whose heartbeat is stale, is *crashed*.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from .mailbox import Mailbox, Message, is_name
 from .mailbox.message import preview
+from .models.registry import is_sim
 from .runtime.asking import ANSWERED, ASK, USER
 from .store import (
     AgentRecord,
@@ -45,7 +51,7 @@ MAILBOX_DIR = "mailbox"
 SPILL_DIR = "spill"
 SUMMARY_CHARS = 80
 TASK_CHARS = 50
-SHOWN_LINES = 6  # of an answer or a task in ``show``
+SHOWN_LINES = 6  # of an answer or a task in ``show`` (``show --full``: all)
 LINE_CHARS = 160
 ARGUMENT_CHARS = 60  # of a call's argument in ``describe_call``
 ARGUMENT_KEYS = ("command", "file_path", "path", "pattern", "to", "agent", "subject", "task_id", "kind")
@@ -54,6 +60,48 @@ ARGUMENT_KEYS = ("command", "file_path", "path", "pattern", "to", "agent", "subj
 
 class RunsError(Exception):
     """A request about a run that cannot be met; its text is one line for the user."""
+
+
+def simulated(run: RunRecord) -> bool:
+    """Whether every model the run's team names is the simulator: its costs were never billed."""
+    team = run.settings.get("team")
+    if not isinstance(team, dict):
+        return False
+    roles = [team.get("lead") or {}, *(team.get("roles") or {}).values()]
+    names = {team.get("model"), *(r.get("model") for r in roles if isinstance(r, dict) and r.get("model"))}
+    return all(isinstance(name, str) and is_sim(name) for name in names)
+
+
+def money(usd: float, simulated: bool) -> str:
+    """A cost as shown everywhere: ``$0.1234``, or ``$0.1234 (sim)`` when nothing was billed."""
+    return f"${usd:.4f}" + (" (sim)" if simulated else "")
+
+
+def budget_text(usd: float) -> str:
+    """A budget in dollars: ``$5.00``, or to the tenth of a cent when it needs it (``$0.0050``)."""
+    return f"${usd:.2f}" if round(usd, 2) == usd else f"${usd:.4f}"
+
+
+def spent_text(usd: float, budget_usd: float | None, simulated: bool) -> str:
+    """What a run cost, with its budget when it has one: ``$0.1234/$5.00``, ``$0.1234 (sim)``."""
+    if budget_usd is None:
+        return money(usd, simulated)
+    return f"${usd:.4f}/{budget_text(budget_usd)}" + (" (sim)" if simulated else "")
+
+
+def iso_time(at: float | None) -> str | None:
+    """Seconds since the epoch as ISO 8601 UTC to the millisecond (``2026-11-22T13:35:12.345Z``)."""
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def owner_text(run: RunRecord) -> str | None:
+    """``pid 1234`` (``pid 1234 on HOST`` for another machine's) of a live run's owner; None for others."""
+    owner = run.owner
+    if owner is None or run_status(run) != "running":
+        return None
+    return f"pid {owner.pid}" + ("" if owner.host == socket.gethostname() else f" on {owner.host}")
 
 
 def run_status(run: RunRecord) -> str:
@@ -97,6 +145,12 @@ class RunSummary:
     running: int = 0
     usage: Usage = field(default_factory=Usage)
     problem: str | None = None
+    budget_usd: float | None = None
+    simulated: bool = False
+    """Every model of the run's team is sim: its cost was never billed."""
+    owner: str | None = None
+    """``pid 1234`` of a live run's owner (``pid 1234 on HOST`` on another machine); else None."""
+    owner_pid: int | None = None
 
 
 SummaryCache = dict[str, tuple[tuple[int, ...], RunSummary]]
@@ -160,7 +214,12 @@ def summarize(run_dir: Path) -> RunSummary:
         return RunSummary(run_id, _mtime(run_dir), problem=str(e))
     status = run_status(run)
     running = sum(a.status == "running" for a in agents) if status == "running" else 0
-    return RunSummary(run_id, run.created_at, status, run.task, len(agents), running, run.usage)
+    owner = owner_text(run)
+    return RunSummary(
+        run_id, run.created_at, status, run.task, len(agents), running, run.usage,
+        budget_usd=run.budget_usd, simulated=simulated(run), owner=owner,
+        owner_pid=run.owner.pid if owner is not None and run.owner is not None else None,
+    )  # fmt: skip
 
 
 def _mtime(path: Path) -> float:
@@ -182,39 +241,187 @@ def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = N
             continue
         agents = f"{s.agents}, {s.running} running" if s.running else str(s.agents)
         task = _clip((s.task.strip().splitlines() or [""])[0], TASK_CHARS)
-        rows.append(
-            (s.id, s.status, age, agents, f"${s.usage.cost_usd:.4f}", f"{s.usage.total_tokens:,}", task)
-        )
+        status = s.status + (f" ({s.owner})" if s.owner else "")
+        cost = spent_text(s.usage.cost_usd, s.budget_usd, s.simulated)
+        rows.append((s.id, status, age, agents, cost, f"{s.usage.total_tokens:,}", task))
     return table(rows, right=(4, 5))
+
+
+def summary_json(s: RunSummary) -> dict[str, Any]:
+    """One run of ``teamrt ls --json``; what could not be read is null (and ``problem`` says why)."""
+    readable = s.problem is None
+    return {
+        "id": s.id,
+        "status": s.status if readable else None,
+        "started": iso_time(s.started),
+        "task": s.task if readable else None,
+        "agents": s.agents if readable else None,
+        "running": s.running if readable else None,
+        "cost_usd": s.usage.cost_usd if readable else None,
+        "simulated": s.simulated if readable else None,
+        "tokens": s.usage.total_tokens if readable else None,
+        "budget_usd": s.budget_usd,
+        "owner_pid": s.owner_pid,
+        "problem": s.problem,
+    }
 
 
 # -- show ----------------------------------------------------------------------
 
 
-def render_show(run_dir: Path, run_id: str, now: float | None = None) -> list[str]:
-    """The run's header, its agent tree, each agent's last answer and the task list."""
-    now = time.time() if now is None else now
-    with reading(run_dir, run_id) as reader:
+@dataclass(frozen=True)
+class Shown:
+    """All ``show`` reads of a run, in one pass over its store."""
+
+    run: RunRecord
+    status: str
+    agents: list[AgentRecord]
+    turns: dict[str, list[TurnRecord]]
+    tasks: list[TaskRecord]
+    merges: list[MergeRecord]
+    asks: list[PendingAsk]
+    sandbox: dict[str, Any] | None
+
+
+def read_shown(run_dir: Path, run_id: str) -> Shown:
+    """What ``show`` says of the run, read in one transaction: one state of the run, even a live one."""
+    with reading(run_dir, run_id) as store, store.snapshot() as reader:
         run = reader.run()
         agents = reader.agents()
         turns = {a.name: reader.turns(a.name) for a in agents}
-        tasks = reader.tasks()
-        merges = reader.merges()
-        asks = pending_asks(reader)
-        sandbox = sandbox_of(reader)
-    status = run_status(run)
-    lines = _header(run, status, now, sandbox)
-    tree = agent_tree(agents)
+        return Shown(
+            run, run_status(run), agents, turns, reader.tasks(), reader.merges(), pending_asks(reader),
+            sandbox_of(reader),
+        )  # fmt: skip
+
+
+def render_show(run_dir: Path, run_id: str, now: float | None = None, *, full: bool = False) -> list[str]:
+    """The run's header, its agent tree, each agent's last answer and the task list; ``full``: answers
+    and tasks whole, else cut to ``SHOWN_LINES`` lines."""
+    now = time.time() if now is None else now
+    shown = read_shown(run_dir, run_id)
+    run, status = shown.run, shown.status
+    more = f"teamrt show {run.id} --full"
+    lines = _header(run, status, now, shown.sandbox, more=None if full else more)
+    tree = agent_tree(shown.agents)
     if not tree:
         return [*lines, "", "agents: none yet"]
-    lines += ["", "agents", *_agent_table(tree, turns, crashed=status == CRASHED), "", "answers"]
+    lines += ["", "agents", *_agent_table(tree, shown.turns, crashed=status == CRASHED), "", "answers"]
     for agent, _ in tree:
-        text = _answer(turns[agent.name])
-        lines.append(f"  {agent.name}:" + ("" if text else " (no answer yet)"))
-        lines += [f"    {line}" for line in _first_lines(text)]
-    if tasks:
-        lines += ["", "tasks", *_task_table(tasks)]
-    return lines + _ask_lines(run, status, asks) + _worktree_lines(run, agents, merges)
+        text = _answer(shown.turns[agent.name])
+        lines.append(f"  {agent.name}:" + ("" if text else f" {_no_answer(agent, status)}"))
+        lines += [f"    {line}" for line in (_whole(text) if full else _first_lines(text, more))]
+    if shown.tasks:
+        lines += ["", "tasks", *_task_table(shown.tasks, full=full)]
+    return lines + _ask_lines(run, status, shown.asks) + _worktree_lines(run, shown.agents, shown.merges)
+
+
+def _no_answer(agent: AgentRecord, status: str) -> str:
+    """Why an agent shows no answer: it has not given one yet (a live agent of a live run), or never did."""
+    if status == "running" and agent.status in LIVE_AGENT:
+        return "(no answer yet)"
+    said = agent.status_reason
+    if status == CRASHED and agent.status in LIVE_AGENT:
+        said = f"{agent.status} when the run crashed"
+    elif said:
+        said = f"{agent.status}: {said}"
+    return f"(no answer; {' '.join(said.split())})" if said else "(no answer)"
+
+
+def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
+    """``teamrt show --json``: the run, its agents with their answers whole, tasks, asks, merges and
+    the worktrees still on disk."""
+    shown = read_shown(run_dir, run_id)
+    run, u = shown.run, shown.run.usage
+    owner = run.owner if owner_text(run) is not None else None  # a live run's
+    return {
+        "id": run.id,
+        "status": shown.status,
+        "status_reason": run.status_reason,
+        "task": run.task,
+        "workdir": run.workdir,
+        "started": iso_time(run.created_at),
+        "finished": iso_time(run.finished_at),
+        "heartbeat": iso_time(run.heartbeat_at),
+        "owner_pid": owner.pid if owner else None,
+        "owner_host": owner.host if owner else None,
+        "budget_usd": run.budget_usd,
+        "budget_tokens": run.budget_tokens,
+        "cost_usd": u.cost_usd,
+        "simulated": simulated(run),
+        "tokens": u.total_tokens,
+        "usage": _usage_json(u),
+        "sandbox": describe_sandbox(shown.sandbox) if shown.sandbox is not None else None,
+        "integration_branch": run.settings.get("integration_branch"),
+        "agents": [
+            {
+                "name": a.name,
+                "kind": a.kind,
+                "parent": a.parent,
+                "depth": depth,
+                "role": a.role,
+                "model": a.model,
+                "status": a.status,
+                "status_reason": a.status_reason,
+                "epoch": a.epoch,
+                "turns": sum(t.role == "assistant" for t in shown.turns[a.name]),
+                "cost_usd": a.usage.cost_usd,
+                "simulated": is_sim(a.model),
+                "tokens": a.usage.total_tokens,
+                "workspace": a.workspace,
+                "branch": a.branch,
+                "answer": _answer(shown.turns[a.name]) or None,
+            }
+            for a, depth in agent_tree(shown.agents)
+        ],
+        "tasks": [
+            {
+                "id": t.id,
+                "subject": t.subject,
+                "description": t.description,
+                "status": t.status,
+                "owner": t.owner,
+                "created_by": t.created_by,
+                "blocked_by": list(t.blocked_by),
+            }
+            for t in shown.tasks
+        ],
+        "asks": [
+            {
+                "id": a.id,
+                "agent": a.agent,
+                "tool": a.tool,
+                "input": a.input,
+                "reason": a.reason,
+                "asked": iso_time(a.at),
+                "wait_s": a.wait_s,
+            }
+            for a in shown.asks
+        ],
+        "merges": [
+            {
+                "agent": m.agent,
+                "branch": m.branch,
+                "head": m.head,
+                "status": m.status,
+                "attempts": m.attempts,
+                "merged_commit": m.merged_commit,
+            }
+            for m in shown.merges
+        ],
+        "worktrees_kept": [
+            {"agent": a.name, "path": a.workspace, "branch": a.branch} for a in _kept_worktrees(shown.agents)
+        ],
+    }
+
+
+def _usage_json(u: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_creation_tokens": u.cache_creation_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+    }
 
 
 def _ask_lines(run: RunRecord, status: str, asks: list[PendingAsk]) -> list[str]:
@@ -239,22 +446,30 @@ def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[Merg
         branch = run.settings.get("integration_branch", "?")
         lines += ["", f"merges onto {branch} (teamrt apply {run.id} brings it onto your branch)"]
         lines += [f"  {line}" for line in table(rows, right=(3,))]
-    kept = [a for a in agents if a.kind == "worktree" and a.workspace and Path(a.workspace).exists()]
+    kept = _kept_worktrees(agents)
     if kept:
         lines += ["", "worktrees kept"]
         lines += [f"  {a.name}: {a.workspace} (branch {a.branch})" for a in kept]
     return lines
 
 
-def _header(run: RunRecord, status: str, now: float, sandbox: dict[str, Any] | None) -> list[str]:
-    said = status + (f": {run.status_reason}" if run.status_reason else "")
+def _kept_worktrees(agents: list[AgentRecord]) -> list[AgentRecord]:
+    return [a for a in agents if a.kind == "worktree" and a.workspace and Path(a.workspace).exists()]
+
+
+def _header(
+    run: RunRecord, status: str, now: float, sandbox: dict[str, Any] | None, *, more: str | None
+) -> list[str]:
+    owner = owner_text(run)
+    reason = f": {' '.join(run.status_reason.split())}" if run.status_reason else ""
+    said = status + (f" ({owner})" if owner else "") + reason
     if status == CRASHED:
         beat = f"last heartbeat {age_text(now - run.heartbeat_at)} ago" if run.heartbeat_at else "no owner"
         said = f"crashed ({beat}); resume it with teamrt resume {run.id}"
     end = run.finished_at or (run.heartbeat_at if status == CRASHED else None) or now
     ran = ("running for " if status == "running" else "ran ") + duration_text(end - run.created_at)
     started = datetime.fromtimestamp(run.created_at).strftime("%Y-%m-%d %H:%M:%S")
-    task = _first_lines(run.task) or ["(none)"]
+    task = (_first_lines(run.task, more) if more else _whole(run.task)) or ["(none)"]
     u = run.usage
     prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
     share = u.cache_read_tokens / prompt if prompt else 0.0
@@ -267,9 +482,10 @@ def _header(run: RunRecord, status: str, now: float, sandbox: dict[str, Any] | N
         f"started  {started} ({age_text(now - run.created_at)} ago); {ran}",
         f"tokens   {prompt:,} in ({share:.0%} read from cache), {u.output_tokens:,} out",
     ]
-    budgets = [f"${run.budget_usd:.4f}"] if run.budget_usd is not None else []
+    budgets = [budget_text(run.budget_usd)] if run.budget_usd is not None else []
     budgets += [f"{run.budget_tokens:,} tokens"] if run.budget_tokens is not None else []
-    lines.append(f"cost     ${u.cost_usd:.4f}" + (f" (budget {', '.join(budgets)})" if budgets else ""))
+    budget = f"budget {', '.join(budgets)}" if budgets else "no budget"
+    lines.append(f"cost     {money(u.cost_usd, simulated(run))}; {budget}")
     return lines
 
 
@@ -313,7 +529,7 @@ def _agent_table(
 ) -> list[str]:
     rows = [("NAME", "KIND", "ROLE", "MODEL", "EPOCH", "TURNS", "TOKENS", "COST", "STATUS")]
     for a, depth in tree:
-        status = a.status + (f": {a.status_reason}" if a.status_reason else "")
+        status = a.status + (f": {' '.join(a.status_reason.split())}" if a.status_reason else "")
         if crashed and a.status in LIVE_AGENT:
             status += " when the run crashed"
         model_turns = sum(t.role == "assistant" for t in turns[a.name])
@@ -326,7 +542,7 @@ def _agent_table(
                 str(a.epoch),
                 str(model_turns),
                 f"{a.usage.total_tokens:,}",
-                f"${a.usage.cost_usd:.4f}",
+                money(a.usage.cost_usd, is_sim(a.model)),
                 status,
             )
         )
@@ -347,12 +563,20 @@ def _texts(content: list[Any]) -> Iterator[str]:
             yield block["text"]
 
 
-def _task_table(tasks: list[TaskRecord]) -> list[str]:
+def _task_table(tasks: list[TaskRecord], *, full: bool = False) -> list[str]:
+    """The task list; ``full``: each subject whole, and each task's description under its row."""
     rows = [("ID", "STATUS", "OWNER", "SUBJECT", "BLOCKED BY")]
     for task in tasks:
         blocked = ", ".join(f"#{b}" for b in task.blocked_by)
-        rows.append((f"#{task.id}", task.status, task.owner or "-", _clip(task.subject, 60), blocked))
-    return [f"  {line}" for line in table(rows)]
+        subject = " ".join(task.subject.split()) if full else _clip(task.subject, 60)
+        rows.append((f"#{task.id}", task.status, task.owner or "-", subject, blocked))
+    lines = [f"  {line}" for line in table(rows)]
+    if not full:
+        return lines
+    out = lines[:1]
+    for task, line in zip(tasks, lines[1:], strict=True):
+        out += [line, *(f"      {said}" for said in _whole(task.description))]
+    return out
 
 
 # -- send and stop -------------------------------------------------------------
@@ -532,11 +756,17 @@ def duration_text(seconds: float) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
-def _first_lines(text: str) -> list[str]:
+def _first_lines(text: str, more: str) -> list[str]:
+    """The first ``SHOWN_LINES`` lines of ``text``, each cut to ``LINE_CHARS``; when lines were left
+    out, a last line says how many and the command that shows them (``more``)."""
     lines = [_clip(line, LINE_CHARS) for line in text.strip().splitlines()]
     if len(lines) > SHOWN_LINES:
-        return [*lines[:SHOWN_LINES], f"... ({len(lines) - SHOWN_LINES} more lines)"]
+        return [*lines[:SHOWN_LINES], f"... ({len(lines) - SHOWN_LINES} more lines: {more})"]
     return lines
+
+
+def _whole(text: str) -> list[str]:
+    return text.strip().splitlines()
 
 
 def _clip(text: str, limit: int) -> str:

@@ -1,13 +1,17 @@
-"""The user's settings file: model prices and how patiently model calls are retried.
+"""The user's settings file: the default model and budget, model prices, how patiently calls are retried.
 
 ``$TEAMRT_SETTINGS``, else ``$XDG_CONFIG_HOME/teamrt/settings.toml`` (default
 ``~/.config/teamrt/settings.toml``). A missing file means the defaults::
 
     [model]
+    default = "claude-sonnet-5-5"   # the model of a run that names none (with a key set)
     stall_seconds = 90      # a stream silent this long counts as cut
     stream_retries = 3      # retries of a stream cut mid-way (teamrt's own)
     stream_retry_delay = 1  # seconds before the first of them, doubling each time
     sdk_retries = 4         # retries before a response starts (the anthropic SDK's)
+
+    [run]
+    budget_usd = 5.0        # the hard budget of a run on Claude that sets none (sim runs get none)
 
     [prices."claude-sonnet-5-5"]   # USD per million tokens; replaces the built-in price
     input = 2.0
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,8 +40,13 @@ class SettingsError(ValueError):
     """The settings file cannot be used; the message names the file and the problem."""
 
 
+DEFAULT_BUDGET_USD = 5.0
+
+
 @dataclass(frozen=True)
 class ModelSettings:
+    default: str = ""
+    """The model of a run that names none; "" means the catalog's ``DEFAULT_MODEL``."""
     stall_seconds: float = 90.0
     stream_retries: int = 3
     stream_retry_delay: float = 1.0
@@ -44,8 +54,14 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    budget_usd: float = DEFAULT_BUDGET_USD
+
+
+@dataclass(frozen=True)
 class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
+    run: RunSettings = field(default_factory=RunSettings)
     prices: dict[str, Price] = field(default_factory=dict)
 
 
@@ -68,10 +84,13 @@ def load_settings(path: Path | None = None) -> Settings:
         return Settings()
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise SettingsError(f"settings file {path}: {e}") from e
-    unknown = set(raw) - {"model", "prices"}
+    unknown = set(raw) - {"model", "run", "prices"}
     if unknown:
         raise SettingsError(f"settings file {path}: unknown section {sorted(unknown)[0]!r}")
     model = _section(path, "model", raw.get("model", {}), ModelSettings)
+    run = _section(path, "run", raw.get("run", {}), RunSettings)
+    if run.budget_usd <= 0:
+        raise SettingsError(f"settings file {path}: [run] budget_usd must be above 0")
     prices_raw = raw.get("prices", {})
     if not isinstance(prices_raw, dict):
         raise SettingsError(f"settings file {path}: [prices] must be a table of models")
@@ -79,19 +98,24 @@ def load_settings(path: Path | None = None) -> Settings:
         name: _section(path, f"prices.{name}", table, Price, required=True)
         for name, table in prices_raw.items()
     }
-    return Settings(model=model, prices=prices)
+    return Settings(model=model, run=run, prices=prices)
 
 
 def _section(path: Path, name: str, table: Any, cls: Any, *, required: bool = False) -> Any:
     if not isinstance(table, dict):
         raise SettingsError(f"settings file {path}: [{name}] must be a table")
     names = {f.name for f in fields(cls)}
+    kinds = {f.name: f.type for f in fields(cls)}
     for key, value in table.items():
         if key not in names:
             raise SettingsError(f"settings file {path}: [{name}] has no setting {key!r}")
+        if kinds[key] == "str":
+            if not isinstance(value, str) or not value.strip():
+                raise SettingsError(f"settings file {path}: [{name}] {key} must be a non-empty string")
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise SettingsError(f"settings file {path}: [{name}] {key} must be a number of 0 or more")
     if required and names - set(table):
         raise SettingsError(f"settings file {path}: [{name}] lacks {sorted(names - set(table))[0]!r}")
-    kinds = {f.name: f.type for f in fields(cls)}
-    return cls(**{k: int(v) if kinds[k] == "int" else float(v) for k, v in table.items()})
+    converters: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "str": str.strip}
+    return cls(**{k: converters[str(kinds[k])](v) for k, v in table.items()})

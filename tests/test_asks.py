@@ -35,7 +35,7 @@ from teamrt.runtime.teamfile import (
     team_from_json,
     team_to_json,
 )
-from teamrt.runtime.teamrun import single_team, team_from_file
+from teamrt.runtime.teamrun import Choices, single_team, team_from_file
 from teamrt.store import EventRecord, StoreReader, create_store, open_store
 
 RUN = "r1"
@@ -348,9 +348,12 @@ def test_ask_wait_is_kept_with_the_run_and_run_overrides_it(project: Path) -> No
     assert team_from_json(team_to_json(loaded)) == loaded
     old = {k: v for k, v in team_to_json(loaded).items() if k != "ask_wait"}  # kept by an older teamrt
     assert team_from_json(old) == dataclasses.replace(loaded, ask_wait=0.0)
-    assert team_from_file(path, prompt=None, model=None, project=project)[0].ask_wait == 90.0
-    assert team_from_file(path, prompt=None, model=None, project=project, ask_wait=0)[0].ask_wait == 0.0
-    assert single_team("lead", model="sim", project=project, ask_wait=2.5)[0].ask_wait == 2.5
+    sim = Choices(model="sim")
+    assert team_from_file(path, prompt=None, project=project, choices=sim)[0].ask_wait == 90.0
+    no_wait = Choices(model="sim", ask_wait=0)
+    assert team_from_file(path, prompt=None, project=project, choices=no_wait)[0].ask_wait == 0.0
+    waits = Choices(model="sim", ask_wait=2.5)
+    assert single_team("lead", project=project, choices=waits)[0].ask_wait == 2.5
 
 
 def test_run_refuses_a_bad_ask_wait_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,7 +92,6 @@ def test_demo_quarantines_the_hostile_file_with_its_reason(tmp_path: Path) -> No
         (["demo", "mailbox", "--rounds", "zero"], "--rounds"),
         (["demo", "mailbox", "--rounds", "0"], "--rounds"),
         (["frobnicate"], "invalid choice"),
-        ([], "required"),
     ],
 )
 def test_bad_arguments_get_one_line_and_no_traceback(tmp_path: Path, args: list[str], expected: str) -> None:
@@ -127,12 +126,14 @@ def test_default_home_is_private_and_excluded_from_git_once(
     subdir.mkdir()
     monkeypatch.chdir(subdir)
 
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.write_text("*.log\n.teamrt/\n")  # what an older teamrt wrote: it hid agent files from git too
     first, second = home.teamrt_home(), home.teamrt_home()
     (home.run_dir(home.new_run_id()) / "run.db").write_text("")
 
-    assert first == second == subdir.resolve() / ".teamrt"
+    assert first == second == repo.resolve() / ".teamrt", "at the repository's top, from any directory in it"
     assert mode(first) == 0o700
-    assert (repo / ".git" / "info" / "exclude").read_text().splitlines().count(".teamrt/") == 1
+    assert exclude.read_text().splitlines() == ["*.log", *home.EXCLUDE_LINES]
     status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=all"],
         cwd=repo,
@@ -141,6 +142,19 @@ def test_default_home_is_private_and_excluded_from_git_once(
         check=True,
     )
     assert status.stdout == ""
+    (first / "agents").mkdir()
+    (first / "agents" / "helper.md").write_text("---\nname: helper\n---\n")
+    (first / "team.toml").write_text("")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo, capture_output=True, text=True
+    )
+    assert status.stdout.splitlines() == ["?? .teamrt/agents/helper.md", "?? .teamrt/team.toml"]
+
+
+def test_bare_teamrt_prints_help(tmp_path: Path) -> None:
+    result = teamrt(home_dir=tmp_path / "home")
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith("usage: teamrt") and "run " in result.stdout and "init " in result.stdout
 
 
 def test_configured_home_leaves_git_alone(

@@ -17,7 +17,7 @@ import pytest
 from gitrepo import git
 
 from teamrt.examples import coding_repo, team_file
-from teamrt.runtime.teamrun import RunSummary, run_team_file
+from teamrt.runtime.teamrun import Choices, RunSummary, run_team_file
 from teamrt.store import StoreReader, open_reader
 
 SURVEYED_TREE = {
@@ -34,7 +34,9 @@ SURVEYED_TREE = {
 
 def run_example(team: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RunSummary, StoreReader]:
     monkeypatch.setenv("TEAMRT_HOME", str(project.parent / "home"))
-    summary = asyncio.run(run_team_file(team_file(team), prompt=None, model="sim", project=project))
+    summary = asyncio.run(
+        run_team_file(team_file(team), prompt=None, project=project, choices=Choices(model="sim"))
+    )
     run_dir = project.parent / "home" / "runs" / summary.run_id
     return summary, open_reader(run_dir, summary.run_id)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import queue
 import signal
@@ -16,7 +18,7 @@ import pytest
 from test_run_cli import teamrt
 
 from teamrt import logs
-from teamrt.logs import follow, format_event
+from teamrt.logs import describe_event, follow, format_event
 from teamrt.mailbox import is_name
 from teamrt.models.reply import Reply
 from teamrt.models.sim import SimServer
@@ -204,7 +206,9 @@ def test_logs_follow_ends_when_the_run_crashes(tmp_path: Path, gate: Gate, lines
 
 
 def test_logs_prints_every_event_of_the_store_in_order(tmp_path: Path) -> None:
-    (tmp_path / "team.toml").write_text('[team]\nprompt = "Plan the work."\n[roles.reviewer]\n')
+    (tmp_path / "team.toml").write_text(
+        '[team]\nmodel = "sim"\nprompt = "Plan the work."\n[roles.reviewer]\n'
+    )
     assert teamrt("run", "team.toml", project=tmp_path).returncode == 0
     [run_dir] = runs_dir(tmp_path).iterdir()
     result = teamrt("logs", run_dir.name, project=tmp_path)
@@ -223,7 +227,7 @@ def test_logs_prints_every_event_of_the_store_in_order(tmp_path: Path) -> None:
     [
         (("team.toml",), "modle"),
         (("absent.toml", "--prompt", "x"), "absent.toml"),
-        (("empty.toml",), "no prompt"),
+        (("empty.toml", "--model", "sim"), "no prompt"),
         (("--prompt", "x", "--agent", "nobody"), "no agent named 'nobody'"),
         (("--prompt", "x", "--model", "claude-sonnet-5-5"), "ANTHROPIC_API_KEY"),
         (("empty.toml", "--prompt", "x", "--model", "claude-sonnet-5-5"), "ANTHROPIC_API_KEY"),
@@ -331,6 +335,52 @@ def test_follow_without_a_store_fails_with_one_line(tmp_path: Path, monkeypatch:
     (run_dir / logs.OUTPUT_LOG).write_text("Traceback ...\n")
     with pytest.raises(RunsError, match=r"has no store .* \(it did not start\); see .*output.log$"):
         follow(run_dir, "r1", print)
+
+
+def test_logs_json_prints_each_event_as_one_json_object_a_line(tmp_path: Path) -> None:
+    run_dir = runs_dir(tmp_path) / "r1"
+    run_dir.mkdir(parents=True)
+    with create_store(run_dir, "r1", task="Plan\nthe work", workdir=str(tmp_path)) as store:
+        asyncio.run(store.add_agent("lead", kind="lead", model="sim"))
+        asyncio.run(store.set_agent_status("lead", "failed", "model error:\noverloaded"))
+        asyncio.run(store.set_run_status("failed", "the lead failed"))
+        started, events = store.reader.run().created_at, store.reader.events()
+    result = teamrt("logs", "r1", "--json", project=tmp_path)
+    assert result.returncode == 0 and result.stderr == ""
+    said = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["id"] for e in said] == [e.id for e in events] and len(said) > 3
+    for shown, event in zip(said, events, strict=True):
+        assert set(shown) == {"id", "at", "elapsed_s", "agent", "kind", "data", "summary"}
+        assert (shown["agent"], shown["kind"], shown["data"]) == (event.agent, event.kind, event.data)
+        assert shown["summary"] == describe_event(event)
+        assert shown["at"].endswith("Z") and shown["elapsed_s"] == round(event.at - started, 3)
+    failed = next(e for e in said if e["kind"] == "agent.status")
+    assert failed["data"] == {"status": "failed", "reason": "model error:\noverloaded"}
+    assert failed["summary"] == "failed: model error: overloaded"
+    followed = teamrt("logs", "r1", "-f", "--json", project=tmp_path)
+    assert followed.returncode == 1, "the run failed"
+    assert [json.loads(line) for line in followed.stdout.splitlines()] == said
+    assert followed.stderr == "run r1 ended: failed\n", "stdout stays JSON Lines"
+
+
+def test_logs_follow_json_prints_events_as_they_come(tmp_path: Path, lines: list[Lines]) -> None:
+    run_dir = runs_dir(tmp_path) / "r1"
+    run_dir.mkdir(parents=True)
+    with create_store(run_dir, "r1", task="t", workdir=str(tmp_path)) as store:
+        live = Lines("logs", "r1", "-f", "--json", project=tmp_path)
+        lines.append(live)
+        live.until('"run.owner"')
+        asyncio.run(store.append_event("noted", {"n": 1}, agent="lead"))
+        live.until('"noted"')
+        assert live.proc.poll() is None, "-f waits while the run lives"
+        asyncio.run(store.set_run_status("done"))
+    assert live.to_the_end() == 0
+    assert [json.loads(line)["kind"] for line in live.seen] == [
+        "run.created",
+        "run.owner",
+        "noted",
+        "run.status",
+    ]
 
 
 # -- one line per event --------------------------------------------------------------

@@ -16,7 +16,7 @@ from teamrt.models import ModelRequest, Reply, ScriptedModel
 from teamrt.models.catalog import ModelInfo, Price
 from teamrt.runtime.agent import AgentEnv, AgentSpec, Outcome
 from teamrt.runtime.asking import policy_asker
-from teamrt.runtime.budget import Budget
+from teamrt.runtime.budget import Budget, role_budget, run_budget
 from teamrt.runtime.loop import AgentLoop
 from teamrt.runtime.spill import PREVIEW_CHARS
 from teamrt.store import Store, create_store
@@ -198,6 +198,27 @@ def test_a_dollar_budget_counts_the_worst_price(rig: Rig) -> None:
     outcome = asyncio.run(rig.loop(model, [], budgets=[budget], info=info).run("go"))
     assert outcome.status == "stopped" and "dollar budget" in (outcome.reason or "")
     assert model.requests == [] and model.remaining == 1
+
+
+@pytest.mark.parametrize(
+    ("budget", "says"),
+    [
+        (run_budget(None, 0.5), "the limit is $0.5000; raise it with --budget-usd (or [team] budget_usd in"
+         " the team file, or [run] budget_usd in the settings file)"),
+        (run_budget(100, None), "; raise it with --budget-tokens (or [team] budget_tokens in the team file)"),
+        (role_budget(AGENT, "coder", None, 0.5), "agent alice dollar budget: $0.0000 spent"),
+        (role_budget(AGENT, "coder", None, 0.5), "; raise it with [roles.coder] budget_usd in the team file"),
+        (role_budget(AGENT, "coder", 100, None), "; raise it with [roles.coder] budget_tokens in the team"),
+        (role_budget(AGENT, None, 100, None), "; raise it with [lead] budget_tokens in the team file"),
+    ],
+)  # fmt: skip
+def test_a_budget_reached_says_how_to_raise_it(rig: Rig, budget: Budget, says: str) -> None:
+    info = ModelInfo(Price(1000, 1000, 1000, 1000, 1000), 1024)
+    model = ScriptedModel([Reply().say("too dear")])
+    outcome = asyncio.run(rig.loop(model, [], budgets=[budget], info=info).run("go"))
+    assert outcome.status == "stopped" and (outcome.reason or "").startswith("budget exhausted: ")
+    assert says in (outcome.reason or ""), outcome.reason
+    assert rig.store.reader.agent(AGENT).status_reason == outcome.reason
 
 
 def test_stopping_kills_the_tool_and_marks_the_call_interrupted(rig: Rig) -> None:

@@ -24,8 +24,9 @@ def teamrt(*args: str, project: Path, **env: str) -> subprocess.CompletedProcess
 def test_run_one_agent_offline(tmp_path: Path) -> None:
     result = teamrt("run", "--prompt", "Say hello.", "--model", "sim", project=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "[sim] lead received: Say hello." in result.stdout
-    assert ": done; 1 agent(s), 1 lead turn(s);" in result.stdout and "read from cache" in result.stdout
+    assert result.stdout == "[sim] lead received: Say hello.\n", "stdout carries the answer alone"
+    assert ": done; 1 agent(s), 1 lead turn(s);" in result.stderr and "read from cache" in result.stderr
+    assert "(sim)" in result.stderr, "a simulated cost says so"
     [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
     reader = open_reader(run_dir, run_dir.name)
     assert reader.run().status == "done"
@@ -58,10 +59,12 @@ def test_missing_api_key_is_one_line(tmp_path: Path) -> None:
 
 
 def test_run_a_team_file_offline(tmp_path: Path) -> None:
-    (tmp_path / "team.toml").write_text('[team]\nprompt = "Plan the work."\n[roles.reviewer]\n')
+    (tmp_path / "team.toml").write_text(
+        '[team]\nmodel = "sim"\nprompt = "Plan the work."\n[roles.reviewer]\n'
+    )
     result = teamrt("run", "team.toml", project=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "[sim] lead received: Plan the work." in result.stdout and ": done; 1 agent(s)" in result.stdout
+    assert "[sim] lead received: Plan the work." in result.stdout and ": done; 1 agent(s)" in result.stderr
 
 
 def test_a_broken_team_file_is_one_line(tmp_path: Path) -> None:

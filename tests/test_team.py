@@ -18,7 +18,7 @@ from teamrt.mailbox import inbox as inbox_module
 from teamrt.models import Reply
 from teamrt.models.sim import Fault, SimRequest, SimServer
 from teamrt.runtime.agent import Outcome
-from teamrt.runtime.supervisor import FORK_PLACEHOLDER, Supervisor
+from teamrt.runtime.supervisor import FORK_PLACEHOLDER, SIM_UNPLAYED, SPAWN_FAILED, Supervisor, sim_notice
 from teamrt.runtime.teamfile import load_team_file
 from teamrt.store import Store, create_store
 from teamrt.tools.base import ToolContext, ToolResult
@@ -430,7 +430,7 @@ def test_a_child_whose_stream_stalls_fails_and_the_parent_hears(project: Path, s
 def test_spawning_past_the_team_limits_is_refused(
     project: Path, sim: SimServer, limits: str, says: str
 ) -> None:
-    (project / "team.toml").write_text(f"[team]\n{limits}\n[roles.researcher]\n")
+    (project / "team.toml").write_text(f'[team]\nmodel = "sim"\n{limits}\n[roles.researcher]\n')
 
     def lead(request: SimRequest) -> Reply:
         if not request.calls("spawn_agent"):
@@ -448,6 +448,48 @@ def test_spawning_past_the_team_limits_is_refused(
     outcome, store = run_team(project, sim, "go")
     assert says in outcome.answer, outcome.answer
     assert not [a for a in store.reader.agents() if a.kind == "fork"]
+    [failed] = store.reader.events(kinds=(SPAWN_FAILED,))
+    assert failed.agent == "researcher" and failed.data["kind"] == "fork" and says in failed.data["reason"]
+    assert outcome.status == "done" and (outcome.reason or "").startswith(
+        "1 spawn failed; the first: researcher could not start fork agents: "
+    ), "the run is done, but says a spawn failed"
+    assert store.reader.run().status_reason == outcome.reason
+
+
+def test_a_role_budget_reached_says_where_to_raise_it(project: Path, sim: SimServer) -> None:
+    (project / "team.toml").write_text('[team]\nmodel = "sim"\n[roles.researcher]\nbudget_tokens = 10\n')
+
+    def lead(request: SimRequest) -> Reply:
+        if not request.calls("spawn_agent"):
+            return Reply().call(
+                "spawn_agent", {"kind": "team", "role": "researcher", "directives": ["dig"], "wait": True}
+            )
+        return Reply().say(request.tool_outcomes[0].output)
+
+    sim.policies["lead"] = lead
+    outcome, store = run_team(project, sim, "go")
+    researcher = store.reader.agent("researcher")
+    assert researcher.status == "stopped" and (researcher.status_reason or "").startswith(
+        "budget exhausted: agent researcher token budget: 0 spent"
+    )
+    assert (researcher.status_reason or "").endswith(
+        "; raise it with [roles.researcher] budget_tokens in the team file"
+    )
+    assert "raise it with [roles.researcher] budget_tokens" in outcome.answer, "the lead heard it too"
+
+
+def test_a_run_whose_roles_no_policy_plays_records_which(project: Path, sim: SimServer) -> None:
+    sim.policies["lead"] = lambda request: Reply().say("Nothing to delegate.")
+    outcome, store = run_team(project, sim, "go")
+    [event] = store.reader.events(kinds=(SIM_UNPLAYED,))
+    assert event.data["note"] == (
+        "teamrt: note: sim plays only these roles (any team: lead); this team's reviewer, researcher only"
+        " echo their prompt: name a Claude model (--model) for real work"
+    )
+    assert outcome.answer == "Nothing to delegate."
+    sim.policies.update({"reviewer": sim.default, "researcher": sim.default})
+    team = load_team_file(project / "team.toml", project=project)
+    assert sim_notice(team, load_definitions(project), sim=sim) is None, "every role is played now"
 
 
 def test_a_background_child_that_never_reports_still_delivers_its_last_answer(
@@ -469,7 +511,9 @@ def test_a_background_child_that_never_reports_still_delivers_its_last_answer(
 
 def test_a_lead_ends_once_its_many_teammates_all_idle(project: Path, sim: SimServer) -> None:
     """Children going idle while their parent is about to idle must not leave it waiting forever."""
-    (project / "team.toml").write_text("[team]\nmax_agents = 40\nmax_concurrent = 40\n[roles.researcher]\n")
+    (project / "team.toml").write_text(
+        '[team]\nmodel = "sim"\nmax_agents = 40\nmax_concurrent = 40\n[roles.researcher]\n'
+    )
 
     def lead(request: SimRequest) -> Reply:
         if request.calls("spawn_agent"):

@@ -89,14 +89,15 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
     Permissions(team.roles["critic"].permission_mode or "default", allow=team.allow, deny=team.deny)
 
 
-def test_an_empty_file_is_a_lead_alone_on_sim(tmp_path: Path) -> None:
+def test_an_empty_file_is_a_lead_alone_on_the_default_model(tmp_path: Path) -> None:
     team = load_team_file(write(tmp_path, "", "solo.toml"), project=tmp_path)
     assert team == TeamFile(
         path=tmp_path / "solo.toml",
         name="solo",
+        model="",  # named by none: the run puts in the default model (teamrt.models.default_model)
         lead=RoleSpec("lead", "lead", None, None, None, None, None),
     )
-    assert (team.model, team.prompt, team.roles, team.on_ask) == ("sim", None, {}, "deny")
+    assert (team.model, team.prompt, team.roles, team.on_ask) == ("", None, {}, "deny")
     assert (team.max_depth, team.max_agents, team.max_concurrent) == (3, 20, 8)
     assert (team.budget_tokens, team.budget_usd, team.integration_branch) == (None, None, None)
     assert team.allow == team.deny == team.ask == team.gates == ()
@@ -224,10 +225,13 @@ def test_wrong_types_name_the_key_and_what_it_takes(tmp_path: Path, text: str, p
         ("[roles.critic]\n", f"[roles.critic] agent 'critic' has no definition; known: {BUILTINS}"),
         ('[lead]\nagent = "boss"\n', f"[lead] agent 'boss' has no definition; known: {BUILTINS}"),
         (
-            '[roles.coder]\nmodel = "claude-sonnet-5-5"\n',
+            '[team]\nmodel = "sim"\n[roles.coder]\nmodel = "claude-sonnet-5-5"\n',
             "[roles.coder] model 'claude-sonnet-5-5' is not a sim model, and the team runs on 'sim';",
         ),
-        ('[lead]\nmodel = "claude-opus-4-7"\n', "[lead] model 'claude-opus-4-7' is not a sim model"),
+        (
+            '[team]\nmodel = "sim"\n[lead]\nmodel = "claude-opus-4-7"\n',
+            "[lead] model 'claude-opus-4-7' is not a sim model",
+        ),
     ],
 )
 def test_bad_roles(tmp_path: Path, text: str, problem: str) -> None:

@@ -21,16 +21,19 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, TabbedContent
-from tuidata import NOW, coding_run, freeze
+from textual.widgets._footer import FooterKey
+from tuidata import NOW, coding_run, finished_run, freeze
 
 from teamrt import chaos
 from teamrt.examples import team_file
+from teamrt.runtime.asking import ANSWERED
 from teamrt.store import Store, ToolUse
 from teamrt.tui.agent_list import AgentList
 from teamrt.tui.app import TeamApp
 from teamrt.tui.run_screen import RunScreen
 from teamrt.tui.runs_screen import RunsScreen
 from teamrt.tui.widgets import (
+    AgentTitle,
     EventLog,
     KeyTable,
     MailView,
@@ -82,7 +85,7 @@ def app_on(runs: Path, run: str | None = "run-demo") -> tuple[TeamApp, list[str]
     return app, said
 
 
-async def until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 10.0) -> None:
+async def until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 30.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if check():
             return
@@ -90,12 +93,19 @@ async def until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 
     raise AssertionError("the screen did not get there in time")
 
 
-def drive(app: TeamApp, steps: Callable[[Pilot[None]], Awaitable[None]]) -> None:
+def drive(
+    app: TeamApp, steps: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int] = SIZE
+) -> None:
     async def go() -> None:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await steps(pilot)
 
     asyncio.run(go())
+
+
+def footer_keys(app: TeamApp) -> list[str]:
+    """The keys the footer offers, in its order."""
+    return [k.key for k in app.screen.query(FooterKey)]
 
 
 def cells(table: AgentList, name: str) -> list[str]:
@@ -132,7 +142,7 @@ def test_the_runs_list_shows_each_run_with_status_age_agents_and_cost(live: Path
         table = app.screen.query_one("#runs", KeyTable)
         await until(pilot, lambda: table.row_count == 3)
         rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)] for i in range(3)}
-        assert rows["run-demo"][1:6] == ["running", "3m", "6, 2 running", "$0.0934", "68.2k"]
+        assert rows["run-demo"][1:6] == ["running", "3m", "6, 2 running", "$0.0934/$2.00 (sim)", "68.2k"]
         assert rows["run-demo"][6] == "Fix the failing tests in kit and merge the fixes"
         assert rows["run-old"][1:3] == ["crashed", "3m"]
         assert "no run store here" in rows["run-empty"][6]
@@ -175,7 +185,7 @@ def test_the_run_view_shows_the_tree_with_status_activity_and_the_totals(live: P
         table = screen.query_one(AgentList)
         await until(pilot, lambda: table.row_count == 6)
         assert cells(table, "lead")[:10] == [
-            "lead", "lead", "-", "sim", "running", "2", "15.0k", "29%", "$0.0330",
+            "lead", "lead", "-", "sim", "running", "2", "15.0k", "29%", "$0.0330 (sim)",
             "bash: git log --oneline -5",
         ]  # fmt: skip
         assert cells(table, "reviewer")[0] == "└ reviewer" and cells(table, "reviewer")[4] == "idle"
@@ -183,18 +193,76 @@ def test_the_run_view_shows_the_tree_with_status_activity_and_the_totals(live: P
         assert cells(table, "coder-1")[4] == "merging" and cells(table, "coder-1")[1] == "worktree"
         assert cells(table, "coder-2")[4] == "done"
         assert cells(table, "coder-2")[9] == "done: merged onto teamrt/run-demo at 333333333333"
-        assert cells(table, "coder-3")[9] == "bash: rm -rf build"
+        assert cells(table, "coder-3")[9] == "waiting for approval"  # not the command it asks to run
         assert cells(table, "lead-fork-1")[4] == "failed"
         header = shown(screen.query_one(Totals))
         assert "run run-demo running" in header and "ran 3m 20s" in header
         assert "2 running, 1 idle, 1 merging, 1 done, 1 failed" in header
-        assert "cost $0.0934 of $2.0000 (5%)" in header and "1 ask waiting: a/d" in header
+        assert "cost $0.0934 (sim) of $2.00 (5%)" in header and "1 ask waiting: a/d" in header
         tasks = screen.query_one(TaskTable)
         assert [str(c) for c in tasks.get_row_at(1)] == ["#2", "done", "coder-2", "fix kit.numbers"]
         events = shown(screen.query_one(EventLog))
         assert "coder-2 merge.merged" in events and "coder-3 ask ask-0001" in events
 
     drive(app, steps)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+def test_the_activity_and_the_help_and_quit_keys_stay_in_view_at_any_width(
+    live: Path, size: tuple[int, int]
+) -> None:
+    app, _ = app_on(live)
+    width = size[0]
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        table = run_screen(app).query_one(AgentList)
+        await until(pilot, lambda: table.row_count == 6)
+        wide = ["agent", "kind", "role", "model", "status", "turns", "tokens", "cache", "cost", "activity"]
+        assert table.columns == (wide if width > 100 else ["agent", "status", "cost", "activity"])
+        header = table.render_line(0).text
+        assert header.split() == table.columns and len(header) <= width
+        line = table.render_line(1 + [r.name for r in table.rows].index("coder-3")).text
+        assert "waiting for approval" in line and "$0.0080 (sim)" in line
+        assert not table.max_scroll_x  # nothing hides to the right
+
+        def in_view() -> bool:
+            keys = {k.key: k.region for k in app.screen.query(FooterKey)}
+            return "question_mark" in keys and "q" in keys and max(r.right for r in keys.values()) <= width
+
+        await until(pilot, in_view)
+        header = shown(run_screen(app).query_one(Totals))
+        assert header.splitlines()[1].startswith("cost $0.0934 (sim) of $2.00 (5%)   1 ask waiting: a/d")
+
+    drive(app, steps, size)
+
+
+def test_an_agent_waiting_for_approval_says_so_until_the_ask_is_answered(home: Path) -> None:
+    store = asyncio.run(coding_run(home / "runs", "run-ask"))
+    app, _ = app_on(home / "runs", "run-ask")
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        screen = run_screen(app)
+        table, title = screen.query_one(AgentList), screen.query_one(AgentTitle)
+        await until(pilot, lambda: table.row_count == 6)
+        assert table.cells("coder-3")[9] == "waiting for approval"
+        assert table.cells("lead")[9] == "bash: git log --oneline -5"  # a call that asks nobody
+        await pilot.press("j", "j", "j", "j")  # coder-3: its detail says it waits, and for what
+        await until(pilot, lambda: "coder-3" in shown(title))
+        assert "running  waiting for approval: a/d" in shown(title)
+        transcript = shown(screen.query_one(Transcript))
+        assert "? waiting for approval to run bash: rm -rf build: Bash(rm:*) asks" in transcript
+        # answered (as the run's supervisor records it): the agent runs its command
+        await store.append_event(ANSWERED, {"id": "ask-0001", "allowed": True, "by": "user"}, agent="coder-3")
+        await until(pilot, lambda: table.cells("coder-3")[9] == "bash: rm -rf build")
+        await until(pilot, lambda: "waiting" not in shown(title))
+        assert "waiting for approval" not in shown(screen.query_one(Transcript))
+
+    try:
+        drive(app, steps)
+    finally:
+        store.close()
 
 
 def test_an_agents_transcript_folds_tool_calls_and_f_unfolds_them(live: Path) -> None:
@@ -211,7 +279,8 @@ def test_an_agents_transcript_folds_tool_calls_and_f_unfolds_them(live: Path) ->
         await until(pilot, lambda: "test_numbers ... FAIL" in shown(transcript))
         await pilot.press("j", "j", "j", "j")  # coder-3: its ask shows under its transcript
         await until(pilot, lambda: "task 3: fix kit.stats" in shown(transcript))
-        assert "asks to run bash: rm -rf build: Bash(rm:*) asks (a approves, d denies)" in shown(transcript)
+        said = "waiting for approval to run bash: rm -rf build: Bash(rm:*) asks (a approves, d denies)"
+        assert said in shown(transcript)
 
     drive(app, steps)
 
@@ -317,20 +386,67 @@ def test_a_and_d_answer_the_waiting_ask_by_mail(live: Path, key: str, allow: boo
     assert msg["data"]["allow"] is allow
 
 
-def test_actions_on_a_finished_or_crashed_run_say_why_not_in_one_line(home: Path) -> None:
+def test_a_crashed_run_offers_resume_and_message_and_its_other_keys_say_why_not(home: Path) -> None:
     crashed_fixture(home / "runs", "run-old")
     app, said = app_on(home / "runs", "run-old")
 
     async def steps(pilot: Pilot[None]) -> None:
         await until(pilot, loaded(app))
         assert "crashed" in shown(run_screen(app).query_one(Totals))
-        await pilot.press("x", "y")
-        await until(pilot, lambda: any("crashed; resume it with teamrt resume run-old" in s for s in said))
+        offered = ["escape", "m", "r", "slash", "f", "question_mark", "q", "s"]  # no x, a or d
+        await until(pilot, lambda: footer_keys(app) == offered)
+        await pilot.press("x")
+        await until(pilot, lambda: "run run-old crashed: nothing runs to stop (r resumes it)" in said)
         await pilot.press("a")
         await until(pilot, lambda: "the run crashed: r resumes it" in said)
+        assert isinstance(app.screen, RunScreen)  # no dialog was opened
 
     drive(app, steps)
     assert mail_files(home / "runs", "run-old", "supervisor") == []
+
+
+@pytest.mark.parametrize("status", ["done", "failed", "stopped"])
+def test_a_finished_run_offers_no_action_that_cannot_apply_and_keys_say_why(home: Path, status: str) -> None:
+    asyncio.run(finished_run(home / "runs", "run-end", status))
+    app, said = app_on(home / "runs", "run-end")
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        offered = ["escape", "slash", "f", "question_mark", "q", "s"]  # no m, x, a, d or r
+        await until(pilot, lambda: footer_keys(app) == offered)
+        for key, why in (
+            ("m", f"run run-end is {status}: no agent reads mail any more"),
+            ("x", f"run run-end is {status}: nothing to stop"),
+            ("a", f"run run-end is {status}: nothing to approve or deny"),
+            ("d", f"run run-end is {status}: nothing to approve or deny"),
+            ("r", f"run run-end is {status}; only a crashed run can be resumed"),
+        ):
+            said.clear()
+            await pilot.press(key)
+            await until(pilot, lambda: bool(said))
+            assert said == [why], key
+            assert isinstance(app.screen, RunScreen)  # no dialog was opened
+
+    drive(app, steps)
+    for box in ("supervisor", "lead", "reviewer", "coder-3"):
+        assert mail_files(home / "runs", "run-end", box) == []
+
+
+def test_approve_and_deny_are_offered_only_while_an_ask_waits(live: Path) -> None:
+    app, said = app_on(live)
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await until(pilot, loaded(app))
+        offered = ["escape", "m", "x", "a", "d", "slash", "f", "question_mark", "q", "s"]
+        await until(pilot, lambda: footer_keys(app) == offered)
+        await pilot.press("a")  # the one ask waiting: answered from here, not offered again
+        await until(pilot, lambda: footer_keys(app) == [k for k in offered if k not in ("a", "d")])
+        await pilot.press("d")
+        await until(pilot, lambda: "no permission ask is waiting" in said)
+
+    drive(app, steps)
+    [msg] = mail_files(live, "run-demo", "supervisor")
+    assert msg["data"]["action"] == "answer" and msg["data"]["allow"] is True
 
 
 def test_r_on_a_live_run_is_refused(live: Path) -> None:
@@ -561,8 +677,9 @@ def test_text_with_brackets_is_shown_as_it_is_never_read_as_markup(home: Path) -
         store.close()
 
 
-def test_s_saves_a_picture_of_the_screen_in_the_current_directory(
-    live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("size", [SIZE, (80, 24)])  # offered in the footer only when wide; works on both
+def test_s_saves_a_picture_under_the_runs_directory_and_says_where(
+    live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
 ) -> None:
     monkeypatch.chdir(tmp_path)
     app, said = app_on(live)
@@ -571,10 +688,19 @@ def test_s_saves_a_picture_of_the_screen_in_the_current_directory(
         await until(pilot, loaded(app))
         await pilot.press("s")
         await until(pilot, lambda: any(s.startswith("saved a picture of the screen: ") for s in said))
+        await pilot.press("escape")  # the runs list: beside the runs
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen))
+        said.clear()
+        await pilot.press("s")
+        await until(pilot, lambda: any(s.startswith("saved a picture of the screen: ") for s in said))
 
-    drive(app, steps)
-    [picture] = tmp_path.glob("*.svg")
+    drive(app, steps, size)
+    [picture] = (live / "run-demo" / "screenshots").glob("*.svg")
     assert picture.read_text().startswith("<svg") and "run-demo" in picture.read_text()
+    [listed] = (live.parent / "screenshots").glob("*.svg")
+    assert said == [f"saved a picture of the screen: {listed}"]
+    assert "run-old" not in picture.read_text() and listed.read_text().startswith("<svg")
+    assert not list(tmp_path.glob("*.svg"))  # nothing in the current directory
 
 
 @pytest.mark.slow
@@ -607,7 +733,7 @@ def test_run_with_tui_starts_the_run_shows_it_and_leaves_it_going_on_q(home: Pat
                 screen += os.read(master, 65536)
         assert b"1 ask waiting" in screen, screen[-2000:]
         os.write(master, b"q")
-        assert child.wait(timeout=20) == 0
+        assert child.wait(timeout=60) == 0
         while select.select([master], [], [], 0.2)[0]:
             try:
                 screen += os.read(master, 65536)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from teamrt.runs import describe_call
 from teamrt.store import ToolUse, create_store
-from teamrt.tui.activity import activity
+from teamrt.tui.activity import WAITING, activity
 
 
 def test_activity_follows_an_agent_through_its_turn(tmp_path: Path) -> None:
@@ -55,3 +55,27 @@ def test_a_long_argument_is_cut_and_a_call_without_one_is_named() -> None:
     assert long.startswith("write: xxx") and long.endswith("...") and len(long) == len("write: ") + 60
     assert describe_call("task_list", {}) == "task_list"
     assert describe_call("send_message", {"to": "reviewer", "body": "hi"}) == "send_message: reviewer"
+
+
+def test_an_agent_whose_ask_waits_is_waiting_for_approval_not_running_its_command(tmp_path: Path) -> None:
+    async def go() -> list[str]:
+        (tmp_path / "run").mkdir()
+        store = create_store(tmp_path / "run", "run1", task="t", workdir=str(tmp_path))
+        await store.add_agent("lead", kind="lead", model="sim")
+        await store.set_agent_status("lead", "running")
+        use = ToolUse("toolu_1", "bash", {"command": "rm -rf build"}, False)
+        await store.append_turn("lead", epoch=1, role="assistant", content=[], tool_uses=[use])
+        calls = store.reader.tool_calls("lead")
+        agent = store.reader.agent("lead")
+        seen = [activity(agent, "assistant", calls), activity(agent, "assistant", calls, asking=True)]
+        await store.set_agent_status("lead", "stopped", "stopped by the user")
+        seen.append(activity(store.reader.agent("lead"), "assistant", calls, asking=True))  # ended: why
+        store.close()
+        return seen
+
+    assert asyncio.run(go()) == [
+        "bash: rm -rf build",
+        WAITING,
+        "stopped: stopped by the user",
+    ]
+    assert WAITING == "waiting for approval"

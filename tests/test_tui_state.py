@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from teamrt.runtime.asking import ANSWERED
 from teamrt.runtime.stream import TextStream
 from teamrt.store import FinishedCall, Store, ToolUse, Usage, create_store, open_store
 from teamrt.tui import state
+from teamrt.tui.activity import WAITING
 from teamrt.tui.state import RunFollower, RunState
 
 AGENTS = 12
@@ -21,9 +23,9 @@ def comparable(s: RunState) -> tuple[object, ...]:
 
 
 async def churn(
-    store: Store, rng: random.Random, names: list[str], epochs: dict[str, int], step: int
+    store: Store, rng: random.Random, names: list[str], epochs: dict[str, int], step: int, asked: list[str]
 ) -> None:
-    """One random step of what the runtime writes."""
+    """One random step of what the runtime writes; ``asked``: the asks waiting (an agent's row says so)."""
     name = rng.choice(names)
     what = rng.randrange(6)
     if what == 0 and len(names) < AGENTS:
@@ -50,7 +52,11 @@ async def churn(
         await store.set_agent_status(name, rng.choice(("idle", "running", "merging")))
     elif what == 3:
         await store.create_task(f"task {step}", "do it", created_by=name, blocked_by=[])
+    elif what == 4 and asked and rng.random() < 0.4:  # an answer: the agent's row changes, not its record
+        agent, ask_id = asked.pop(rng.randrange(len(asked))).split(" ")
+        await store.append_event(ANSWERED, {"id": ask_id, "allowed": True, "by": "user"}, agent=agent)
     elif what == 4:
+        asked.append(f"{name} ask-{step}")
         ask = {
             "id": f"ask-{step}",
             "tool": "bash",
@@ -77,12 +83,13 @@ def test_reading_only_what_moved_sees_what_a_full_read_sees(
         await store.add_agent("lead", kind="lead", model="sim")
         epochs = {"lead": await store.begin_epoch("lead")}
         names = ["lead"]
+        asked: list[str] = []
         rng = random.Random(7)
         follower = RunFollower(run_dir, "run1")
-        compared = 0
+        compared = waited = 0
         try:
             for step in range(300):
-                await churn(store, rng, names, epochs, step)
+                await churn(store, rng, names, epochs, step, asked)
                 if step % 7 == 0:
                     selected = rng.choice(names)
                     ours = await asyncio.to_thread(follower.read, selected)
@@ -92,10 +99,14 @@ def test_reading_only_what_moved_sees_what_a_full_read_sees(
                     finally:
                         fresh.close()
                     assert comparable(ours) == comparable(theirs), f"step {step}"
+                    shown_waiting = {r.name for r in ours.agents if r.activity == WAITING}
+                    assert shown_waiting <= {a.split(" ")[0] for a in asked}
+                    waited += bool(shown_waiting)
                     compared += 1
         finally:
             follower.close()
             store.close()
+        assert waited, "no agent was seen waiting for approval"
         return compared
 
     assert asyncio.run(go()) == 43

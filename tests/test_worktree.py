@@ -7,7 +7,9 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -29,9 +31,9 @@ from teamrt.runtime.teamfile import load_team_file
 from teamrt.runtime.teamrun import BranchTaken, run_team
 from teamrt.store import StoreError, create_store, open_reader
 from teamrt.worktree import GitRepo
-from teamrt.worktree.apply import NOT_RUN
+from teamrt.worktree.apply import NOT_RUN, unmerged_work
 from teamrt.worktree.failures import failing_tests
-from teamrt.worktree.git import driver_overrides
+from teamrt.worktree.git import admin_dir, driver_overrides
 
 # The interpreter itself, not a virtual environment's link to it: gates run in the sandbox, whose /tmp is
 # private, and a checkout under /tmp (a fresh clone's .venv) would not be there. Home directories are
@@ -364,12 +366,94 @@ def test_a_branch_never_merged_is_kept_shown_and_collected(
     code, out, _ = teamrt(capsys, "show", "r1")
     assert code == 0 and "worktrees kept" in out and f"coder: {kept} (branch teamrt/r1-coder)" in out
     assert "coder  teamrt/r1-coder  red" in out
+
+    def state() -> tuple[str, str, list[str]]:
+        files = sorted(str(p.relative_to(home)) for p in home.rglob("*") if ".git" not in p.parts)
+        return git(project, "branch", "--list", "teamrt/*"), git(project, "worktree", "list"), files
+
+    before = state()
+    code, out, _ = teamrt(capsys, "gc", "--dry-run")
+    assert code == 0 and state() == before, "a dry run changes nothing"
+    unmerged = r"\d+ unmerged commit\(s\)"
+    assert re.search(
+        f"^r1: would keep worktree {re.escape(str(kept))} \\(branch teamrt/r1-coder\\): {unmerged};"
+        " teamrt gc --force removes it$", out, re.M,
+    ), out  # fmt: skip
+    assert "r1: would delete branch teamrt/r1\n" in out and "teamrt/r1-coder\n" not in out
+    assert out.endswith("dry run: nothing was changed\n")
+
     code, out, _ = teamrt(capsys, "gc")
+    assert code == 0 and re.search(f"^r1: kept worktree {re.escape(str(kept))} .*: {unmerged};", out, re.M), (
+        out
+    )
+    assert "r1: deleted branch teamrt/r1\n" in out, "nothing was merged, so there is nothing to keep"
+    assert kept.is_dir() and (kept / "app.py").read_text().endswith("a * b\n"), "the unmerged work is kept"
+    assert git(project, "branch", "--list", "teamrt/*").split() == ["teamrt/r1-coder"]
+    assert git(project, "log", "-1", "--format=%H", "teamrt/r1-coder") != git(project, "rev-parse", "main")
+    assert f"coder: {kept} (branch teamrt/r1-coder)" in teamrt(capsys, "show", "r1")[1]
+
+    code, out, _ = teamrt(capsys, "gc", "--force")
     assert code == 0
-    assert f"r1: removed worktree {kept}" in out and "r1: deleted branch teamrt/r1-coder" in out
-    assert "r1: deleted branch teamrt/r1" in out, "nothing was merged, so there is nothing to keep"
+    assert f"r1: removed worktree {kept}\n" in out and "r1: deleted branch teamrt/r1-coder\n" in out
     assert not kept.exists() and git(project, "branch", "--list", "teamrt/*") == ""
     assert git(project, "worktree", "list").count("\n") == 0
+    assert not (home / "runs" / "r1" / "objects").exists()
+    assert teamrt(capsys, "gc") == (
+        0,
+        "nothing to collect: no finished run has worktrees or branches left\n",
+        "",
+    )
+
+
+def test_gc_counts_commits_not_merged_and_uncommitted_files_as_work(tmp_path: Path) -> None:
+    project = make_repo(tmp_path / "project", {"app.py": APP})
+    repo = GitRepo.find(project)
+    assert repo is not None
+    base = repo.head()
+    assert base is not None
+    run_dir = project / ".teamrt" / "runs" / "r1"
+    path = run_dir / "worktrees" / "coder"
+    path.parent.mkdir(parents=True)
+    repo.add_worktree(path, base)
+    assert unmerged_work(repo, run_dir, path, None, [base]) is None, "nothing done: nothing to keep"
+    (path / "new.txt").write_text("mine\n")
+    assert unmerged_work(repo, run_dir, path, None, [base]) == "uncommitted changes in 1 file(s) (new.txt)"
+    objects = run_dir / "objects" / "coder"  # as an agent commits: into its own object store
+    (objects / "info").mkdir(parents=True)
+    env = {**os.environ, **IDENTITY, "GIT_OBJECT_DIRECTORY": str(objects),
+           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(project / ".git" / "objects")}  # fmt: skip
+    for command in (["add", "-A"], ["commit", "-qm", "work"]):
+        subprocess.run(["git", *command], cwd=path, env=env, check=True)
+    head = git(path, "rev-parse", "HEAD")
+    assert not repo.has_object(head), "the commit is in the agent's object store only"
+    assert unmerged_work(repo, run_dir, path, None, [base]) == "1 unmerged commit(s)"
+    assert unmerged_work(repo, run_dir, path, None, [base, head]) is None, "merged: nothing to keep"
+    (path / "app.py").write_text("changed\n")
+    assert unmerged_work(repo, run_dir, path, None, [base]) == (
+        "1 unmerged commit(s) and uncommitted changes in 1 file(s) (app.py)"
+    )
+    # The agent points its checkout's metadata at a configuration of its own, whose clean filter a git
+    # status there would run: gc looks by git's own records, so it never does.
+    rig = tmp_path / "fake"
+    (rig / "objects" / "info").mkdir(parents=True)
+    (rig / "refs").mkdir()
+    (rig / "objects" / "info" / "alternates").write_text(f"{project / '.git' / 'objects'}\n")
+    pwned = tmp_path / "pwned"
+    (rig / "config").write_text(
+        f'[core]\n\trepositoryformatversion = 0\n[filter "x"]\n\tclean = touch {pwned}; cat\n'
+    )
+    (admin_dir(path) / "commondir").write_text(f"{rig}\n")
+    (path / ".gitattributes").write_text("* filter=x\n")
+    assert unmerged_work(repo, run_dir, path, None, [base]) == (
+        "1 unmerged commit(s) and uncommitted changes in 2 file(s) (app.py, .gitattributes)"
+    )
+    assert not pwned.exists(), "gc ran the filter the agent planted"
+    subprocess.run(["git", "status"], cwd=path, env={**os.environ, **env}, capture_output=True, check=False)
+    assert pwned.exists(), "the rig is real: a plain git status there runs it"
+    (path / ".git").unlink()  # git's own records no longer lead to it: nothing can be checked, so keep it
+    assert unmerged_work(repo, run_dir, path, None, [base]) == (
+        "git no longer knows this worktree, so its files cannot be checked"
+    )
 
 
 def test_gc_keeps_an_integration_branch_until_it_is_applied(
@@ -452,10 +536,11 @@ def test_teamrt_run_says_when_the_tree_is_dirty_and_refuses_a_taken_branch(proje
         del server.policies["lead"]
     assert summary.outcome.status == "done"
     head = git(project, "rev-parse", "HEAD")
-    assert notices == [
+    assert notices[0] == (
         f"teamrt: note: your working tree has 1 uncommitted change(s); worktree agents start from HEAD"
         f" ({head[:12]}) and will not see them"
-    ]
+    )
+    assert len(notices) == 2 and notices[1].startswith(f"run {summary.run_id} started: team ")
     git(project, "branch", "taken")
     taken = dataclasses.replace(team, integration_branch="taken")
     with pytest.raises(BranchTaken, match="the integration branch 'taken' exists already"):

@@ -50,7 +50,11 @@ async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
         task="Fix the failing tests in kit and merge the fixes",
         workdir="/work/kit",
         budget_usd=2.0,
-        settings={"integration_branch": f"teamrt/{run_id}"},
+        # as a run keeps its team (only what the TUI reads of it): every model sim, so costs say (sim)
+        settings={
+            "integration_branch": f"teamrt/{run_id}",
+            "team": {"model": "sim", "lead": {}, "roles": {}},
+        },
     )
     with Mailbox(run_dir / "mailbox", run_id) as mailbox:
         for name in ("lead", "reviewer", "coder-1", "coder-2", "coder-3", "lead-fork-1", "supervisor"):
@@ -148,6 +152,14 @@ async def coding_run(runs_dir: Path, run_id: str = "run-demo") -> Store:
     return store
 
 
+async def finished_run(runs_dir: Path, run_id: str, status: str = "done") -> None:
+    """The coding run, then ended ``status`` by its owner, with the coder's ask still on record."""
+    store = await coding_run(runs_dir, run_id)
+    await store.set_run_status(status, "answered" if status == "done" else f"{status} by the test")
+    store.close()
+    freeze(runs_dir / run_id, owner_gone=True)
+
+
 def freeze(run_dir: Path, *, owner_gone: bool = False) -> None:
     """Set every time the screens show to fixed values after ``T0``, in the order they were written.
 
@@ -159,6 +171,7 @@ def freeze(run_dir: Path, *, owner_gone: bool = False) -> None:
         db.execute("UPDATE runs SET created_at = ?", (T0,))
         if owner_gone:
             db.execute("UPDATE runs SET heartbeat_at = ?", (T0 + 150,))
+            db.execute("UPDATE runs SET finished_at = ? WHERE finished_at IS NOT NULL", (T0 + 160,))
         for table, columns in (
             ("agents", ("created_at", "updated_at")),
             ("turns", ("created_at",)),

@@ -12,24 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .. import home, logs, runs
+from .. import home, progress, runs
 from ..examples import coding_repo, copy_tree, team_file
-from ..runtime.teamrun import RunSummary, run_team_file
+from ..runtime.teamrun import Choices, RunSummary, run_team_file
 from ..store import AgentRecord, StoreReader
-
-PROGRESS_KINDS = ("spawn", "agent.added", "agent.done", "agent.failed", "agent.stopped", "task.created",
-                  "task.claimed", "task.updated", "merge.queued", "merge.merged", "merge.red",
-                  "merge.conflict")  # fmt: skip
-"""The event kinds shown as progress (the full log is ``teamrt logs RUN``)."""
 
 Out = Callable[[str], None]
 
@@ -58,7 +53,20 @@ def run(which: str = "all", *, tree: Path | None = None, out: Out = print) -> in
     if which in ("all", "coding"):
         ok &= _coding(scratch / "coding", out)
     out(f"\nEvery run stays in {home.runs_path()}: teamrt tui, teamrt ls, teamrt show RUN, teamrt logs RUN.")
+    out(_on_path())
     return 0 if ok else 1
+
+
+def _on_path() -> str:
+    """How to get the ``teamrt`` command for use on any repository (the README's Install says more)."""
+    bin_dir = Path(sys.executable).parent
+    if shutil.which("teamrt") == str(bin_dir / "teamrt"):
+        return "The teamrt command is on your PATH: cd into a repository of yours and try teamrt run --help."
+    checkout = Path(__file__).resolve().parents[2]
+    return (
+        f"To use teamrt on a repository of yours, put the command on your PATH: source {bin_dir}/activate"
+        f" (this shell), or pipx install {checkout} (or: uv tool install {checkout})."
+    )
 
 
 def _research(source: Path, workspace: Path, out: Out) -> bool:
@@ -101,24 +109,12 @@ def _run(name: str, team_file: Path, workspace: Path, out: Out) -> DemoRun:
     """Run the team in ``workspace`` on sim, printing its progress as the events are committed."""
     run_id = home.new_run_id()
     run_dir = home.runs_path() / run_id
-    finished = threading.Event()
     started = time.monotonic()
-
-    def progress(line: str) -> None:
-        if any(f"  {kind} " in line or line.rstrip().endswith(f"  {kind}") for kind in PROGRESS_KINDS):
-            out(f"  {line}")
-
-    follower = threading.Thread(
-        target=logs.follow, args=(run_dir, run_id, progress), kwargs={"until": finished.is_set},
-        name=f"demo progress {name}", daemon=True,
-    )  # fmt: skip
-    follower.start()
-    try:
-        work = run_team_file(team_file, prompt=None, model="sim", project=workspace, run_id=run_id)
+    work = run_team_file(
+        team_file, prompt=None, project=workspace, choices=Choices(model="sim"), run_id=run_id
+    )
+    with progress.watching(run_dir, run_id, lambda line: out(f"  {line}")):
         summary = asyncio.run(work)
-    finally:
-        finished.set()
-        follower.join(timeout=5)
     return DemoRun(name, run_id, run_dir, workspace, summary, time.monotonic() - started)
 
 
@@ -144,7 +140,7 @@ def run_table(reader: StoreReader, seconds: float) -> list[str]:
         rows.append((
             "  " * depth + agent.name, agent.kind, agent.role or "", agent.status, str(turns), str(received),
             str(sent), f"{agent.usage.total_tokens:,}", f"{_cache_share(agent):.0%}",
-            f"${agent.usage.cost_usd:.4f}",
+            runs.money(agent.usage.cost_usd, True),
         ))  # fmt: skip
     run = reader.run()
     kinds: dict[str, int] = {}
@@ -157,7 +153,7 @@ def run_table(reader: StoreReader, seconds: float) -> list[str]:
         *runs.table(rows, right=(4, 5, 6, 7, 8, 9)),
         "agents by kind: " + ", ".join(_count(n, k) for k, n in kinds.items()),
         f"tokens: {usage.total_tokens:,} ({usage.cache_read_tokens / prompt if prompt else 0:.0%} of the"
-        f" input read from cache); cost ${usage.cost_usd:.4f}; {len(mail)} messages;"
+        f" input read from cache); cost {runs.money(usage.cost_usd, True)}; {len(mail)} messages;"
         f" {len(merged)} merged commits; wall time {seconds:.1f} s",
     ]
 

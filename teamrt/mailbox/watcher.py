@@ -5,15 +5,14 @@ A watcher calls ``on_change()`` when something may have arrived in a watched
 hint is only a hint: the inbox scans ``new/`` itself, at start, on a timer
 and after every hint, so a lost or spurious event costs nothing but a scan.
 
-Departure from DESIGN.md and the mailbox issue ("watchdog's inotify observer;
-watch each agent's whole mailbox directory"). The inotify watcher here uses
+Why not watchdog's Observer (docs/architecture.md, Design choices). The inotify watcher here uses
 watchdog's inotify bindings (``inotify_c``), but reads the descriptor on the
 asyncio loop itself instead of through the Observer's threads:
 
 - the Observer passes each event across three threads (inotify reader,
   emitter, dispatcher) before a handler could hand it to the loop; measured
   here, that alone made a wake-up cost 1.6x the bare fsync-and-inotify floor,
-  where the issue's target is 1.5x. Read on the loop, the kernel wakes the
+  where the target is 1.5x. Read on the loop, the kernel wakes the
   waiting loop directly, as in the floor;
 - one inotify descriptor serves every inbox of a loop (the Observer starts a
   thread per watch), so hundreds of agents cost one descriptor and no thread;

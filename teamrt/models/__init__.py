@@ -17,12 +17,13 @@ from .errors import (
     ModelServerError,
     ModelStalled,
     ModelStreamCut,
+    NoModel,
     RealModelBlocked,
     ScriptError,
     UnknownModel,
 )
 from .pricing import cost_for, cost_usd, with_overrides
-from .registry import is_sim, open_model
+from .registry import default_model, is_sim, open_model
 from .reply import Reply
 from .scripted import ScriptedModel
 from .types import Block, CacheTTL, Message, Model, ModelRequest, ModelResponse, Usage
@@ -49,6 +50,7 @@ __all__ = [
     "ModelServerError",
     "ModelStalled",
     "ModelStreamCut",
+    "NoModel",
     "Price",
     "RealModelBlocked",
     "Reply",
@@ -58,6 +60,7 @@ __all__ = [
     "Usage",
     "cost_for",
     "cost_usd",
+    "default_model",
     "is_sim",
     "lookup",
     "open_model",

@@ -91,8 +91,30 @@ _MILLION_TOKEN_WINDOW = (
 for _name in _MILLION_TOKEN_WINDOW:
     CATALOG[_name] = replace(CATALOG[_name], context_window=1_000_000)
 
-SIM_DEFAULT = "claude-sonnet-5-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""The model of a run that names none when a key is set (the settings' ``[model] default`` overrides it)."""
+
+SIM_DEFAULT = DEFAULT_MODEL
 """The model whose prices and cache rules the simulator follows when its name says none."""
+
+ALIASES = {"sonnet": "claude-sonnet-5-5", "opus": "claude-opus-5-5", "haiku": "claude-haiku-5-5"}
+"""Claude Code's model aliases: each names the newest model of its family."""
+
+
+def resolve(model: str) -> str:
+    """``model`` with an alias (``sonnet``, ``sim:opus``) replaced by the model it names."""
+    if model.startswith("sim:"):
+        return "sim:" + ALIASES.get(model[4:], model[4:])
+    return ALIASES.get(model, model)
+
+
+def suggest(model: str, table: dict[str, ModelInfo] | None = None) -> str:
+    """``; did you mean X?`` for the known name closest to ``model``, or "" when none is close."""
+    import difflib
+
+    names = [*ALIASES, *(CATALOG if table is None else table)]
+    close = difflib.get_close_matches(model.removeprefix("sim:"), names, n=1, cutoff=0.4)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def lookup(model: str, table: dict[str, ModelInfo] | None = None) -> ModelInfo | None:

@@ -48,6 +48,10 @@ class UnknownModel(ModelConfigError):
     pass
 
 
+class NoModel(ModelConfigError):
+    """A run named no model, and no key or server is set for the default one."""
+
+
 class ModelAuthError(ModelError):
     """401 or 403: the key is wrong or lacks permission."""
 

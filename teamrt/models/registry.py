@@ -5,7 +5,13 @@
   Claude model (``sim`` alone: ``catalog.SIM_DEFAULT``).
 - anything else: the ``anthropic`` provider, with ``ANTHROPIC_API_KEY`` (or
   ``ANTHROPIC_AUTH_TOKEN``) and, when set, ``ANTHROPIC_BASE_URL`` for an
-  Anthropic-compatible server.
+  Anthropic-compatible server. Claude Code's aliases (``sonnet``, ``opus``,
+  ``haiku``) name the newest model of their family; without
+  ``ANTHROPIC_BASE_URL`` a name the catalog does not know is refused with the
+  nearest known one, since Anthropic's API would refuse it only after the key.
+
+A run that names no model takes ``default_model()``: Claude when a key or a
+server is set, else one line on how to set one or run offline.
 
 With ``TEAMRT_NO_REAL_MODELS`` set (the test suite sets it), the provider
 refuses any server that is not on a loopback address before it connects
@@ -18,7 +24,8 @@ import os
 from typing import TYPE_CHECKING
 
 from ..settings import Settings, load_settings
-from .errors import MissingAPIKey, UnknownModel
+from .catalog import DEFAULT_MODEL, lookup, resolve, suggest
+from .errors import MissingAPIKey, NoModel, UnknownModel
 from .pricing import with_overrides
 from .types import Model
 
@@ -30,10 +37,34 @@ def is_sim(name: str) -> bool:
     return name == "sim" or name.startswith("sim:")
 
 
+KEY_ENVS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+
+
+def default_model(settings: Settings | None = None) -> str:
+    """The model of a run that names none: the settings' ``[model] default`` or the catalog's, when
+    a key or a server is set; raises ``NoModel`` (one line on what to do) when neither is."""
+    if not any(os.environ.get(name) for name in KEY_ENVS):
+        raise NoModel(
+            "no model named and ANTHROPIC_API_KEY is not set: export ANTHROPIC_API_KEY=... to run on"
+            f" Claude ({DEFAULT_MODEL} by default), or add --model sim to run offline on the simulator"
+        )
+    settings = load_settings() if settings is None else settings
+    return resolve(settings.model.default or DEFAULT_MODEL)
+
+
 def open_model(name: str, *, settings: Settings | None = None, sim: SimServer | None = None) -> Model:
     """The ``Model`` for ``name``; raises a ``ModelConfigError`` with one line saying what to set."""
     settings = load_settings() if settings is None else settings
     prices = with_overrides(settings.prices)
+    name = resolve(name)
+    if name == "scripted":
+        raise UnknownModel("the scripted model exists only inside tests (teamrt.models.ScriptedModel)")
+    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+    if lookup(name, prices) is None and (is_sim(name) or base_url is None):
+        raise UnknownModel(
+            f"unknown model {name!r}{suggest(name, prices)} (teamrt models lists the known ones;"
+            " any name goes to a server set by ANTHROPIC_BASE_URL)"
+        )
     from .anthropic_api import AnthropicModel  # the SDK import (~1.5 s) is paid only here
 
     if is_sim(name):
@@ -44,9 +75,6 @@ def open_model(name: str, *, settings: Settings | None = None, sim: SimServer | 
         return AnthropicModel(
             name, api_key="sim", base_url=sim.url, settings=settings.model, prices=prices, labels=True
         )
-    if name == "scripted":
-        raise UnknownModel("the scripted model exists only inside tests (teamrt.models.ScriptedModel)")
-    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
     key = os.environ.get("ANTHROPIC_API_KEY") or None
     token = os.environ.get("ANTHROPIC_AUTH_TOKEN") or None
     if key is None and token is None:

@@ -1,4 +1,4 @@
-"""The agent loop (DESIGN.md, Data flow 2).
+"""The agent loop (docs/architecture.md, "Data flow" and "The agent loop").
 
     wait for input -> build the request -> call the model -> persist the assistant turn
     and its tool calls (pending) -> run the tools (running -> done | error) -> persist

@@ -1,4 +1,4 @@
-"""What a resume reconciles before the agents go on (DESIGN.md, Contracts).
+"""What a resume reconciles before the agents go on (docs/architecture.md, Contracts).
 
 - Processes the crashed owner's tools left running (journaled pid plus start
   time, so a reused pid is never hit) are killed first.

@@ -1,4 +1,4 @@
-"""``runs/<run>/stream/<agent>``: each agent's text as the model streams it (DESIGN.md, Contracts).
+"""``runs/<run>/stream/<agent>``: each agent's text as the model streams it (docs/architecture.md, Contracts).
 
 The store keeps whole turns; a watcher (the TUI) that wants what an agent is
 saying *now* reads the tail of this file. Plain UTF-8 text, appended as it

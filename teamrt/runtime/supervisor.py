@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 
 from ..agents import AgentDefinition
 from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
-from ..models import Model, lookup, open_model, with_overrides
+from ..models import Model, is_sim, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
 from ..settings import Settings
 from ..store import AgentRecord, EventRecord, FinishedCall, Store, TaskUnavailable, ToolCallRecord, Usage
@@ -45,7 +46,7 @@ from ..tools.team import describe_tasks, team_tools
 from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Landing, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import USER, HumanAsker
-from .budget import Budget
+from .budget import role_budget, run_budget
 from .history import rebuild, unanswered_calls
 from .loop import AgentLoop
 from .resume import (
@@ -66,6 +67,14 @@ MAX_RESTARTS = 2
 RESTART_BACKOFF_S = 0.2
 FORK_PLACEHOLDER = "Forked: you are one of the children this call started. Your directive follows."
 SUPERVISOR = "supervisor"
+SPAWN_FAILED = "spawn.failed"
+"""The event of a spawn refused or failed: its agent, kind, role and reason (the caller gets a tool error)."""
+ALREADY_MERGED = "already on the integration branch"
+"""The merge queue's output for a branch merged before (``teamrt.worktree.queue``): no gate ran."""
+RECORDED_ON_RESUME = "recorded on resume"
+"""A merge's output when a crash came between the merge and its record (``resume.reconcile_git``)."""
+SIM_UNPLAYED = "sim.unplayed"
+"""The event of a run on ``sim`` whose team has roles no simulator policy plays (``sim_notice``)."""
 
 
 @dataclass
@@ -122,7 +131,7 @@ class Supervisor:
         self.models: dict[str, Model] = dict(models or {})
         self._on_text = on_text
         self.worktrees = worktrees
-        self.run_budget = Budget("run", team.budget_tokens, team.budget_usd)
+        self.run_budget = run_budget(team.budget_tokens, team.budget_usd)
         self.asker = HumanAsker(store, policy=team.on_ask, wait_s=team.ask_wait)
         self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self)}
         self._slots = asyncio.Semaphore(team.max_concurrent)
@@ -134,6 +143,9 @@ class Supervisor:
         """Run the lead on ``prompt`` to its end; then stop whoever is left."""
 
         async def begin() -> Member:
+            notice = sim_notice(self.team, self.definitions, sim=self._sim)
+            if notice is not None:  # the roles that will only echo, for logs and the CLI
+                await self.store.append_event(SIM_UNPLAYED, {"note": notice})
             lead = await self._add(self.team.lead, "lead", kind="lead", parent=None, depth=0)
             self._start(lead, prompt)
             return lead
@@ -185,6 +197,7 @@ class Supervisor:
                 if not member.done.done():
                     self._stop(member, "the run ended")
             await asyncio.gather(*(m.done for m in self.members.values()), return_exceptions=True)
+            outcome = self._with_failed_spawns(outcome)
             await self.store.set_run_status(outcome.status, outcome.reason)
             return outcome
         finally:
@@ -199,6 +212,21 @@ class Supervisor:
                 await self.worktrees.close()
             self.watcher.close()
             self.mailbox.close()
+
+    def _with_failed_spawns(self, outcome: Outcome) -> Outcome:
+        """A run that ends ``done`` after spawns failed says so in its reason: the lead heard each
+        failure as a tool error and may have worked around it, so the run is not failed, but it is
+        not a silent success either."""
+        failed = self.store.reader.events(kinds=(SPAWN_FAILED,))
+        if outcome.status != "done" or not failed:
+            return outcome
+        first = failed[0].data
+        what = " ".join(str(x) for x in (first.get("kind"), first.get("role")) if x)
+        said = (
+            f"{len(failed)} spawn{'' if len(failed) == 1 else 's'} failed; the first:"
+            f" {failed[0].agent} could not start {what} agents: {first.get('reason')}"
+        )
+        return dataclasses.replace(outcome, reason=f"{outcome.reason}; {said}" if outcome.reason else said)
 
     async def _control(self) -> None:
         """Act on control mail to ``supervisor``: ``teamrt stop`` and ``teamrt answer``. Each message is
@@ -312,7 +340,7 @@ class Supervisor:
             name=name,
             model=self.model(model_name),
             model_name=model_name,
-            system=definition.prompt,
+            system=self._system(role, definition),
             tools=self._tools_for(definition),
             permissions=self._permissions(role, definition),
             info=lookup(model_name, self._prices),
@@ -320,6 +348,19 @@ class Supervisor:
             team=self.team.name,
             max_turns=role.max_turns or definition.max_turns,
             persistent=persistent,
+        )
+
+    def _system(self, role: RoleSpec, definition: AgentDefinition) -> str:
+        """The agent's system prompt; the lead's also names the roles it may spawn, which the team file,
+        not its definition, decides."""
+        if role.name != "lead" or not self.team.roles:
+            return definition.prompt
+        roles = "\n".join(
+            f"- {name}: {self.definitions[r.agent].description}" for name, r in self.team.roles.items()
+        )
+        return (
+            f"{definition.prompt}\n\nThe roles of your team, for spawn_agent's role (kinds worktree and"
+            f" team; forks need none):\n{roles}"
         )
 
     def _member(
@@ -331,7 +372,9 @@ class Supervisor:
         inbox = Inbox(self.mailbox, name, watcher=self.watcher)
         stream = TextStream(self.run_dir, name)
         echo = self._on_text if kind == "lead" else None
-        budget = Budget(f"agent {name}", role.budget_tokens, role.budget_usd)
+        budget = role_budget(
+            name, None if kind in ("lead", "fork") else role.name, role.budget_tokens, role.budget_usd
+        )
         if spent is not None:  # a resumed agent's budget counts what it spent before
             budget.spent_tokens, budget.spent_usd = spent.total_tokens, spent.cost_usd
         env = AgentEnv(
@@ -479,8 +522,12 @@ class Supervisor:
                 return Outcome("stopped", outcome.answer, member.loop.turns, reason)
             if landing.status in ("merged", "empty"):
                 await worktrees.remove(name)
-                await self.store.set_agent_status(name, "done", landing.message)
-                return Outcome("done", outcome.answer, member.loop.turns, landing.message)
+                said = landing.message
+                if landing.status == "merged":  # what the gates said, for the parent to rely on
+                    merge = next((m for m in self.store.reader.merges() if m.agent == name), None)
+                    said += "; " + gates_said(self.team.gates, merge.output if merge else None)
+                await self.store.set_agent_status(name, "done", said)
+                return Outcome("done", outcome.answer, member.loop.turns, said)
             if attempt == MAX_ATTEMPTS:
                 kept = await worktrees.keep(name, title)
                 reason = f"not merged after {MAX_ATTEMPTS} attempts ({landing.status}); {kept}"
@@ -707,6 +754,21 @@ class Supervisor:
     async def spawn(
         self, parent: str, *, kind: str, role: str | None, directives: list[str], wait: bool
     ) -> str:
+        """Start ``directives``' children of ``parent``; one refused or failing is recorded as a
+        ``spawn.failed`` event (for the progress lines and logs) and comes back as a tool error."""
+        try:
+            return await self._spawn(parent, kind=kind, role=role, directives=directives, wait=wait)
+        except ToolError as e:
+            await self.store.append_event(
+                SPAWN_FAILED,
+                {"agent": parent, "kind": kind, "role": role, "children": len(directives), "reason": str(e)},
+                agent=parent,
+            )
+            raise
+
+    async def _spawn(
+        self, parent: str, *, kind: str, role: str | None, directives: list[str], wait: bool
+    ) -> str:
         caller = self.members[parent]
         if caller.kind == "fork":
             raise ToolError("a fork cannot spawn agents; report back to your parent instead")
@@ -859,6 +921,52 @@ class Supervisor:
 
     def accept_shutdown(self, agent: str, reason: str) -> None:
         self.members[agent].loop.finish_after_turn(reason)
+
+
+def sim_notice(team: TeamFile, definitions: dict[str, AgentDefinition], *, sim: Any = None) -> str | None:
+    """The line a run of ``team`` on ``sim`` gives at its start when roles of it are played by no
+    simulator policy (they only echo their prompt): None when every role on sim is played, or none is
+    on sim. ``sim``: the run's own ``SimServer`` (default: the process's, playing the example teams).
+    Costs no SDK import; the simulator is imported (and the process's started) only when a role is on
+    sim."""
+    on_sim = [r for r in (team.lead, *team.roles.values()) if is_sim(r.model or team.model)]
+    if not on_sim:
+        return None
+    from ..models.sim import echo, shared_server
+    from ..models.sim.teams import unplayed_notice
+
+    server = sim if sim is not None else shared_server()
+    if server.default is not echo:  # a server that plays every role
+        return None
+    lead = definitions.get(team.lead.agent)
+    forks = lead is not None and "spawn_agent" not in lead.disallowed_tools
+    roles = [r.name for r in on_sim]
+    if roles and roles[0] == "lead" and forks:
+        roles.insert(1, "fork")
+    return unplayed_notice(team.name, roles, server.policies)
+
+
+def gates_said(gates: tuple[str, ...], output: str | None) -> str:
+    """What the merge queue's gates said of a merge, from its kept output, on one line: whether they
+    passed outright or let it through with tests that failed before it too."""
+    if not gates:
+        return "the team has no gates"
+    if output is None:
+        return "the gates' results were not kept"
+    if output.strip() == ALREADY_MERGED:
+        return "no gate ran: it was on the integration branch already"
+    if output.strip() == RECORDED_ON_RESUME:
+        return "the gates' results were lost in a crash"
+    tolerated = re.findall(
+        r"^\[[^\n]*, but every failing test failed before this merge too", output, re.MULTILINE
+    )
+    if tolerated:
+        return (
+            f"{len(tolerated)} of {len(gates)} gates still fail, only tests that failed before this merge too"
+        )
+    if not all(f"$ {gate}\n" in f"{output}\n" for gate in gates):
+        return "the gates' output was cut; teamrt show has it"
+    return "gates passed: " + ", ".join(f"`{gate}`" for gate in gates)
 
 
 def _tee(*sinks: OnText) -> OnText:

@@ -1,11 +1,12 @@
 """Team files: a lead, the roles it may spawn, their models, budgets, limits and permission rules.
 
 A team file is TOML. Every section and key is optional; an empty file is a
-lead alone on ``sim``. A full example::
+lead alone on the default model (``teamrt.models.default_model``). The
+reference is ``docs/team-file.md``. A full example::
 
     [team]
     name = "research"             # default: the file's name without .toml
-    model = "sim"                 # every role's model unless it names one (default "sim")
+    model = "sim"                 # every role's model unless it names one (default: the default model)
     prompt = "Survey this repository and write REPORT.md"   # the default task; --prompt overrides it
     on_ask = "deny"               # who answers a permission ask no human answers: deny | allow
     ask_wait = 300                # seconds a human may take to answer an ask (teamrt answer) before
@@ -74,6 +75,7 @@ from typing import Any
 
 from ..agents import load_definitions
 from ..mailbox import is_name
+from ..models.catalog import resolve
 from ..models.registry import is_sim
 from ..tools.permissions import Mode, Rule, RuleError
 from ..tools.policy import SandboxPolicy
@@ -136,6 +138,7 @@ class TeamFile:
     prompt: str | None = None
     """The default task, overridden by ``--prompt``."""
     model: str = "sim"
+    """"" when the file names none: ``teamrun`` puts the default model in before the run starts."""
     budget_tokens: int | None = None
     budget_usd: float | None = None
     max_depth: int = MAX_DEPTH
@@ -175,7 +178,7 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
     if unknown:
         raise TeamFileError(path, f"unknown {_listing(unknown, 'section')}{_hint(unknown, SECTIONS)}")
     team = _Table(path, "team", raw.get("team", {}), TEAM_KEYS)
-    model = team.text("model") or "sim"
+    model = _model(team.text("model")) or ""
     lead = _role(path, LEAD, "lead", raw.get("lead", {}))
     roles = {name: _role(path, name, f"roles.{name}", table) for name, table in _roles(path, raw).items()}
     for role in (lead, *roles.values()):
@@ -227,6 +230,11 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
                 path, f"[{_label(role)}] agent {role.agent!r} has no definition; known: {known}"
             )
     return team_file
+
+
+def _model(name: str | None) -> str | None:
+    """A model name as written, with Claude Code's aliases (``sonnet``) resolved."""
+    return None if name is None else resolve(name)
 
 
 def _parse(path: Path) -> dict[str, Any]:
@@ -305,7 +313,7 @@ def _role(path: Path, name: str, section: str, value: object) -> RoleSpec:
     return RoleSpec(
         name=name,
         agent=table.text("agent") or name,
-        model=table.text("model"),
+        model=_model(table.text("model")),
         budget_tokens=table.count("budget_tokens"),
         budget_usd=table.dollars("budget_usd"),
         max_turns=table.count("max_turns"),

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .. import home
 from ..agents import AgentDefinition, load_definitions
-from ..models import Model, open_model
+from ..models import Model, default_model, open_model
+from ..models.catalog import resolve
 from ..models.registry import is_sim
 from ..models.types import OnText
 from ..settings import load_settings
@@ -47,47 +48,72 @@ class RunSummary:
     output_tokens: int
     cost_usd: float
     agents: int
+    simulated: bool
+    budget_usd: float | None
+    integration: str | None
+    """The branch the run's merged work is on (None outside git)."""
+    merged: int
+    """Worktree branches merged onto it."""
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What the command line says over the team file (None: the file's, or the default)."""
+
+    model: str | None = None
+    """Replaces every role's model."""
+    on_ask: str | None = None
+    ask_wait: float | None = None
+    max_turns: int | None = None
+    """The lead's."""
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
+    unconfined: bool = False
+    """Opts in to commands without bubblewrap."""
+
+
+TEAM_FILE = "team.toml"
+DEFAULT_TEAM = Path(__file__).resolve().parents[1] / "teams" / "default.toml"
+"""The built-in team of ``teamrt run --prompt``, and what ``teamrt init`` writes."""
+
+
+def team_file_of(project: Path) -> Path:
+    """The team of ``teamrt run --prompt`` in ``project``: its ``.teamrt/team.toml``, else the built-in."""
+    own = project / home.DEFAULT_HOME / TEAM_FILE
+    return own if own.is_file() else DEFAULT_TEAM
 
 
 async def run_team_file(
     path: Path,
     *,
     prompt: str | None,
-    model: str | None,
     project: Path,
+    choices: Choices = Choices(),
     on_notice: Notice | None = None,
     run_id: str | None = None,
-    ask_wait: float | None = None,
-    unconfined: bool = False,
 ) -> RunSummary:
-    """Run the team of ``path`` on ``prompt`` (default: the file's); ``model`` replaces every role's model,
-    ``ask_wait`` the file's ``ask_wait``; ``unconfined`` opts in to commands without bubblewrap."""
-    team, task = team_from_file(
-        path, prompt=prompt, model=model, project=project, ask_wait=ask_wait, unconfined=unconfined
-    )
+    """Run the team of ``path`` on ``prompt`` (default: the file's), the command line's ``choices`` over
+    the file's."""
+    team, task = team_from_file(path, prompt=prompt, project=project, choices=choices)
     return await run_team(
         team, task, project=project, definitions=load_definitions(project), on_notice=on_notice, run_id=run_id
     )
 
 
 def team_from_file(
-    path: Path, *, prompt: str | None, model: str | None, project: Path, ask_wait: float | None = None,
-    unconfined: bool = False,
-) -> tuple[TeamFile, str]:  # fmt: skip
-    """The team of ``path`` (``model`` replacing every role's, ``ask_wait`` the file's, ``unconfined``
-    opting in to commands without bubblewrap) and its task; raises on a user's mistake."""
+    path: Path, *, prompt: str | None, project: Path, choices: Choices = Choices()
+) -> tuple[TeamFile, str]:
+    """The team of ``path`` with ``choices`` and the defaults applied, and its task; raises on a user's
+    mistake (a missing key included)."""
     team = load_team_file(path, project=project)
-    if unconfined:
-        team = dataclasses.replace(team, sandbox=dataclasses.replace(team.sandbox, unconfined=True))
-    if ask_wait is not None:
-        team = dataclasses.replace(team, ask_wait=ask_wait)
-    if model is not None:
+    if choices.model is not None:
         team = dataclasses.replace(
             team,
-            model=model,
+            model=resolve(choices.model),
             lead=dataclasses.replace(team.lead, model=None),
             roles={n: dataclasses.replace(r, model=None) for n, r in team.roles.items()},
         )
+    team = _with_choices(team, choices)
     task = prompt or team.prompt
     if not task:
         raise NoPrompt(f"{path}: the team file has no prompt; give one with --prompt")
@@ -95,20 +121,40 @@ def team_from_file(
 
 
 def single_team(
-    agent: str, *, model: str, project: Path, on_ask: str = "deny", ask_wait: float = 0.0,
-    max_turns: int | None = None, budget_tokens: int | None = None, budget_usd: float | None = None,
-    unconfined: bool = False,
-) -> tuple[TeamFile, dict[str, AgentDefinition]]:  # fmt: skip
-    """The team of ``teamrt run --prompt``: the agent ``agent`` as a lead with no roles."""
+    agent: str, *, project: Path, choices: Choices = Choices()
+) -> tuple[TeamFile, dict[str, AgentDefinition]]:
+    """The team of ``teamrt run --agent``: the agent ``agent`` as a lead with no roles."""
     definitions = load_definitions(project)
     if agent not in definitions:
         raise UnknownAgent(f"no agent named {agent!r}; known: {', '.join(sorted(definitions))}")
-    lead = RoleSpec("lead", agent, None, None, None, max_turns, None)
-    team = TeamFile(
-        path=project, name=agent, lead=lead, model=model, on_ask=on_ask, ask_wait=ask_wait,
-        budget_tokens=budget_tokens, budget_usd=budget_usd, sandbox=SandboxPolicy(unconfined=unconfined),
-    )  # fmt: skip
-    return team, definitions
+    lead = RoleSpec("lead", agent, None, None, None, None, None)
+    team = TeamFile(path=project, name=agent, lead=lead, model=resolve(choices.model or ""))
+    return _with_choices(team, choices), definitions
+
+
+def _with_choices(team: TeamFile, choices: Choices) -> TeamFile:
+    """``team`` with the command line's choices, the default model where it names none, and the
+    default budget on Claude where none is set."""
+    settings = load_settings()
+    team = dataclasses.replace(
+        team,
+        model=team.model or default_model(settings),
+        on_ask=choices.on_ask or team.on_ask,
+        ask_wait=team.ask_wait if choices.ask_wait is None else choices.ask_wait,
+        budget_tokens=choices.budget_tokens or team.budget_tokens,
+        budget_usd=choices.budget_usd or team.budget_usd,
+        lead=dataclasses.replace(team.lead, max_turns=choices.max_turns or team.lead.max_turns),
+    )
+    if choices.unconfined:
+        team = dataclasses.replace(team, sandbox=dataclasses.replace(team.sandbox, unconfined=True))
+    if team.budget_usd is None and not on_sim(team):
+        team = dataclasses.replace(team, budget_usd=settings.run.budget_usd)
+    return team
+
+
+def on_sim(team: TeamFile) -> bool:
+    """Whether every model of ``team`` is the simulator (nothing it does is billed)."""
+    return all(is_sim(r.model or team.model) for r in (team.lead, *team.roles.values()))
 
 
 def check_start(team: TeamFile, project: Path, *, sim: bool = True) -> dict[str, Model]:
@@ -130,26 +176,18 @@ async def run_single(
     prompt: str,
     *,
     agent: str,
-    model: str,
     project: Path,
-    on_ask: str = "deny",
-    ask_wait: float = 0.0,
-    max_turns: int | None = None,
-    budget_tokens: int | None = None,
-    budget_usd: float | None = None,
+    choices: Choices = Choices(),
     on_text: OnText | None = None,
     on_notice: Notice | None = None,
     run_id: str | None = None,
-    unconfined: bool = False,
 ) -> RunSummary:
-    """``teamrt run --prompt``: the agent ``agent`` as the lead of a team with no roles.
+    """``teamrt run --agent``: the agent ``agent`` as the lead of a team with no roles.
 
-    ``model`` decides: an agent file's model never turns the offline default into Claude.
+    The command line's model (or the default) decides: an agent file's model never turns an offline
+    run into a billed one.
     """
-    team, definitions = single_team(
-        agent, model=model, project=project, on_ask=on_ask, ask_wait=ask_wait, max_turns=max_turns,
-        budget_tokens=budget_tokens, budget_usd=budget_usd, unconfined=unconfined,
-    )  # fmt: skip
+    team, definitions = single_team(agent, project=project, choices=choices)
     return await run_team(
         team, prompt, project=project, definitions=definitions, on_text=on_text, on_notice=on_notice,
         run_id=run_id,
@@ -194,12 +232,19 @@ async def run_team(
             )  # fmt: skip
             if team.roles and on_notice is not None:
                 _tell_if_dirty(repo, base, on_notice)
+        elif team.roles and on_notice is not None:
+            on_notice(
+                f"teamrt: note: {project} is not in a git repository with a commit: the lead cannot start"
+                " worktree agents (git init and commit first to let coders work on branches)"
+            )
+        if on_notice is not None:
+            on_notice(started_line(run_id, team, project))
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=definitions, project=project,
             settings=settings, models=models, on_text=on_text, worktrees=worktrees,
         )  # fmt: skip
         outcome = await supervisor.run(task)
-        return _summary(run_id, outcome, store)
+        return _summary(run_id, outcome, store, team)
     finally:
         store.close()
 
@@ -240,9 +285,21 @@ async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummar
             settings=settings, models=models, on_text=on_text, worktrees=worktrees,
         )  # fmt: skip
         outcome = await supervisor.resume()
-        return _summary(run_id, outcome, store)
+        return _summary(run_id, outcome, store, team)
     finally:
         store.close()
+
+
+def started_line(run_id: str, team: TeamFile, project: Path) -> str:
+    """What a run says as it starts: its id, team, model, workplace and budget."""
+    roles = ", ".join(["lead", *team.roles])
+    models = sorted({r.model or team.model for r in (team.lead, *team.roles.values())})
+    said = f"run {run_id} started: team {team.name} ({roles}) on {', '.join(models)} in {project}"
+    if on_sim(team):
+        return f"{said}; offline, its costs are simulated"
+    if team.budget_usd is None:
+        return said
+    return f"{said}; budget ${team.budget_usd:.2f} (--budget-usd to change it)"
 
 
 def sandbox_notice(policy: SandboxPolicy) -> str | None:
@@ -268,8 +325,9 @@ def _tell_if_dirty(repo: GitRepo, base: str, on_notice: Notice) -> None:
         )
 
 
-def _summary(run_id: str, outcome: Outcome, store: Store) -> RunSummary:
-    usage = store.reader.run().usage
+def _summary(run_id: str, outcome: Outcome, store: Store, team: TeamFile) -> RunSummary:
+    run = store.reader.run()
+    usage = run.usage
     return RunSummary(
         run_id,
         outcome,
@@ -278,4 +336,8 @@ def _summary(run_id: str, outcome: Outcome, store: Store) -> RunSummary:
         usage.output_tokens,
         usage.cost_usd,
         len(store.reader.agents()),
+        simulated=on_sim(team),
+        budget_usd=run.budget_usd,
+        integration=run.settings.get("integration_branch"),
+        merged=sum(m.status == "merged" for m in store.reader.merges()),
     )

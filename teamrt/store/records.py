@@ -14,7 +14,7 @@ TASK_STATUSES = ("open", "in_progress", "done")
 # conflict and red go back to the agent, whose next finish queues it again (attempts + 1).
 MERGE_STATUSES = ("queued", "merging", "merged", "conflict", "red")
 
-# The tool-call journal (DESIGN.md): pending -> running -> done | error | interrupted.
+# The tool-call journal (docs/architecture.md, Contracts): pending -> running -> done | error | interrupted.
 # pending -> error is a call refused before it ran (denied, invalid input);
 # pending -> done is a read-only call, which needs no "running" mark: it is run again either way;
 # running -> running is a read-only call run again after a crash.

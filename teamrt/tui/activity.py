@@ -2,6 +2,7 @@
 
     thinking                      its last kept turn is the user's: the model is at work
     bash: python3 -m unittest     a call of its last turn is running (the tool and its argument)
+    waiting for approval          a call of its waits for the user's answer to a permission ask
     waiting for mail              idle
     merging                       its branch is in the merge queue
     done: merged onto ...         ended, with the reason
@@ -17,12 +18,18 @@ from collections.abc import Sequence
 from ..runs import describe_call
 from ..store import AgentRecord, ToolCallRecord
 
+WAITING = "waiting for approval"
 
-def activity(agent: AgentRecord, last_role: str | None, calls: Sequence[ToolCallRecord]) -> str:
+
+def activity(
+    agent: AgentRecord, last_role: str | None, calls: Sequence[ToolCallRecord], *, asking: bool = False
+) -> str:
     """``agent``'s activity; ``last_role``: the role of its last kept turn (None: it has none);
-    ``calls``: its tool calls not yet finished."""
+    ``calls``: its tool calls not yet finished; ``asking``: a permission ask of its waits for an answer."""
     if agent.status in ("done", "failed", "stopped"):
         return agent.status + (f": {agent.status_reason}" if agent.status_reason else "")
+    if asking:
+        return WAITING
     if agent.status == "idle":
         return "waiting for mail"
     if agent.status == "merging":

@@ -4,7 +4,8 @@ A DataTable repaints every visible line when any one cell changes; with 200
 agents changing once a second that is most of a core. Here each row's line
 is rendered once per change and kept, and an update repaints only the lines
 of the rows that changed and are in view. The header stays on the first line
-while the rows scroll under it.
+while the rows scroll under it. A narrow list leaves columns out (``GIVEN_UP``)
+so that what each agent is doing stays readable.
 """
 
 from __future__ import annotations
@@ -22,14 +23,21 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from .look import cost_text, name_text, status_text, tokens_text
+from ..models.registry import is_sim
+from ..runs import money
+from .look import name_text, status_text, tokens_text
 from .state import AgentRow
 
 COLUMNS = ("agent", "kind", "role", "model", "status", "turns", "tokens", "cache", "cost", "activity")
+ACTIVITY = len(COLUMNS) - 1  # the last column: as wide as what is left
 RIGHT = ("turns", "tokens", "cache", "cost")
 FIXED = {"kind": 8, "status": 7, "turns": 5, "tokens": 6, "cache": 5, "cost": 8}
 """Widths of the columns whose cells change as a run goes on: as wide as their widest value can be."""
+SIM_LABEL = len(money(0.0, True)) - len(money(0.0, False))  # a sim agent's cost is labelled
 GAP = 2
+ACTIVITY_MIN = 30
+GIVEN_UP = ("cache", "turns", "kind", "model", "tokens", "role", "cost")
+"""The columns a narrow list leaves out, first to last, until the activity has ``ACTIVITY_MIN`` cells."""
 
 
 def agent_cells(row: AgentRow) -> tuple[Text, ...]:
@@ -42,7 +50,7 @@ def agent_cells(row: AgentRow) -> tuple[Text, ...]:
         Text(str(row.turns)),
         Text(tokens_text(row.tokens)),
         Text(f"{row.cache_share:.0%}"),
-        Text(cost_text(row.cost_usd)),
+        Text(money(row.cost_usd, is_sim(row.model))),
         Text(row.activity),
     )
 
@@ -83,6 +91,7 @@ class AgentList(ScrollView, can_focus=True):
         self.cursor = 0
         self._index: dict[str, int] = {}
         self._widths: list[int] = [len(c) for c in COLUMNS]
+        self._shown: list[int] = list(range(len(COLUMNS)))  # the columns that fit, by index
         self._lines: dict[int, Strip] = {}  # rendered rows, by index; dropped when a row changes
 
     # -- what it shows --------------------------------------------------------------
@@ -95,8 +104,13 @@ class AgentList(ScrollView, can_focus=True):
     def row_count(self) -> int:
         return len(self.rows)
 
+    @property
+    def columns(self) -> list[str]:
+        """The columns the list's width has room for."""
+        return [COLUMNS[i] for i in self._shown]
+
     def cells(self, name: str) -> list[str]:
-        """The row of agent ``name`` as plain text, column by column."""
+        """The row of agent ``name`` as plain text, column by column (all of them, shown or not)."""
         return [cell.plain for cell in agent_cells(self.rows[self._index[name]])]
 
     def apply(self, rows: Sequence[AgentRow]) -> list[AgentRow]:
@@ -105,10 +119,14 @@ class AgentList(ScrollView, can_focus=True):
             selected = self.selected
             self.rows = list(rows)
             self._index = {r.name: i for i, r in enumerate(self.rows)}
+            sim = SIM_LABEL if any(is_sim(r.model) for r in self.rows) else 0
             self._widths = [
-                FIXED.get(column) or max([len(column), *(agent_cells(r)[i].cell_len for r in self.rows)])
-                for i, column in enumerate(COLUMNS[:-1])
+                FIXED[column] + (sim if column == "cost" else 0)
+                if column in FIXED
+                else max([len(column), *(agent_cells(r)[i].cell_len for r in self.rows)])
+                for i, column in enumerate(COLUMNS[:ACTIVITY])
             ]
+            self._fit()
             self._lines.clear()
             self.virtual_size = Size(self.size.width, len(self.rows) + 1)
             self.cursor = min(self._index.get(selected or "", self.cursor), max(0, len(self.rows) - 1))
@@ -145,16 +163,30 @@ class AgentList(ScrollView, can_focus=True):
         line = Text(" " * GAP).join(self._pad(cells))
         return self._strip(line, component, width)
 
+    def _fit(self) -> None:
+        """Leave out columns (``GIVEN_UP``, in order) until the activity has ``ACTIVITY_MIN`` cells."""
+        shown = list(range(len(COLUMNS)))
+        for column in GIVEN_UP:
+            if self.size.width - self._used(shown) >= ACTIVITY_MIN:
+                break
+            shown.remove(COLUMNS.index(column))
+        self._shown = shown
+
+    def _used(self, shown: Sequence[int]) -> int:
+        """The cells taken by the shown columns before the activity (and the line's first blank)."""
+        return 1 + sum(self._widths[i] + GAP for i in shown if i != ACTIVITY)
+
     def _pad(self, cells: Sequence[Text | str]) -> list[Text]:
         out = []
-        for i, (column, cell) in enumerate(zip(COLUMNS, cells, strict=True)):
+        for i in self._shown:
+            cell = cells[i]
             text = cell.copy() if isinstance(cell, Text) else Text(cell)
-            if i < len(self._widths):
-                text.truncate(self._widths[i], overflow="ellipsis")
-                if column in RIGHT:
-                    text.pad_left(self._widths[i] - text.cell_len)
-                else:
-                    text.pad_right(self._widths[i] - text.cell_len)
+            width = self._widths[i] if i < ACTIVITY else max(1, self.size.width - self._used(self._shown))
+            text.truncate(width, overflow="ellipsis")
+            if COLUMNS[i] in RIGHT:
+                text.pad_left(width - text.cell_len)
+            elif i < ACTIVITY:
+                text.pad_right(width - text.cell_len)
             out.append(text)
         return out
 
@@ -169,6 +201,7 @@ class AgentList(ScrollView, can_focus=True):
             self.refresh(Region(0, y, self.size.width, 1))
 
     def on_resize(self, event: events.Resize) -> None:
+        self._fit()
         self._lines.clear()
         self.virtual_size = Size(event.size.width, len(self.rows) + 1)
 

@@ -1,7 +1,8 @@
 """``teamrt tui``: the Textual app, its screens and its one stylesheet.
 
 It reads stores and run directories and acts only by mail or by starting
-``teamrt resume`` (DESIGN.md, Data flow 6). ``clock`` and ``blink`` exist for
+``teamrt resume`` (docs/architecture.md, "Data flow"); the one file it writes
+is a picture of the screen, when asked (``s``). ``clock`` and ``blink`` exist for
 tests (fixed ages, a still cursor); ``trace_path`` records, for every agent row
 the app changes, the commit it shows and the moment it was applied (the TUI
 benchmark reads it).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import IO, ClassVar
 
@@ -21,7 +23,10 @@ from textual.binding import Binding, BindingType
 from .dialogs import HelpScreen
 from .run_screen import RunScreen
 from .runs_screen import RunsScreen
+from .screen import NARROW
 from .state import AgentRow
+
+PICTURES_DIR = "screenshots"
 
 CSS = """
 #totals { height: 2; padding: 0 1; background: $boost; }
@@ -37,8 +42,11 @@ CSS = """
 #events { height: 1fr; border-top: solid $panel; overflow: hidden; }
 RunScreen.-agent-only #agents, RunScreen.-agent-only #side { display: none; }
 RunScreen.-agent-only #bottom { height: 1fr; }
-#dialog { width: 80; height: auto; padding: 1 2; border: thick $accent; background: $surface; }
-#dialog.help { width: 90; }
+#dialog {
+    width: 80; max-width: 100%; height: auto; max-height: 100%; overflow-y: auto;
+    padding: 1 2; border: thick $accent; background: $surface;
+}
+#dialog.help { padding: 0 2; }
 ModalScreen { align: center middle; }
 """
 
@@ -49,7 +57,8 @@ class TeamApp(App[None]):
     CSS = CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "help", show=False),
-        Binding("s", "picture", "picture"),
+        Binding("s", "picture", "picture"),  # offered on a wide screen; the key works on any
+        Binding("s", "picture(False)", show=False),
     ]
 
     def __init__(
@@ -86,9 +95,23 @@ class TeamApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
-    def action_picture(self) -> None:
-        """Save what the screen shows as an SVG picture in the current directory."""
-        saved = self.save_screenshot(path=str(Path.cwd()))
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "picture" and not parameters:
+            return self.size.width >= NARROW
+        return True
+
+    def action_picture(self, offered: bool = True) -> None:
+        """Save what the screen shows as an SVG picture under the run's directory (the runs list's:
+        beside the runs), and say where. ``offered``: from the footer's binding (else the hidden one)."""
+        runs = [s for s in self.screen_stack if isinstance(s, RunScreen)]
+        where = (runs[-1].run_dir if runs else self.runs_dir.parent) / PICTURES_DIR
+        name = f"screen-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}.svg"
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            saved = self.save_screenshot(filename=name, path=str(where))
+        except OSError as e:
+            self.notify(f"could not save a picture of the screen: {e}", severity="error", markup=False)
+            return
         self.notify(f"saved a picture of the screen: {saved}", markup=False)
 
     def trace(self, rows: Sequence[AgentRow]) -> None:

@@ -11,26 +11,27 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 HELP = """\
-[b]teamrt tui[/b]: watch a team of agents live, and step in by mail.
+[b]teamrt tui[/b]: watch a team of agents live, and step in by mail.   [dim]esc closes[/dim]
 
 [b]Runs list[/b]
-  j/k, ↑/↓   move                        enter   open the run
-  /          filter                      r       resume a crashed run
-
+  j/k ↑/↓  move                    enter  open the run
+  /        filter                  r      resume a crashed run
 [b]Run view[/b]
-  j/k, ↑/↓   move between agents         enter   the selected agent full size
-  m          message the agent           x       stop the agent (asks first)
-  a / d      approve / deny the waiting permission ask (the agent's, else the oldest)
-  r          resume the run, if it crashed         f   unfold tool calls and results
-  /          filter agents               esc     back (to the runs list)
-  tab        next pane
-
+  j/k ↑/↓  move between agents     enter  the selected agent full size
+  m        message the agent       x      stop the agent (asks first)
+  a / d    approve / deny the waiting ask (the agent's, else the oldest)
+  r        resume a crashed run    f      unfold tool calls and results
+  /        filter agents           esc    back to the runs list
+  tab      next pane
+  The footer offers what applies now: a finished run takes no message,
+  stop or answer; a crashed one can be resumed.
 [b]Everywhere[/b]
-  ?          this help                   s       save a picture of the screen (SVG, here)
-  q          quit (a run goes on without the TUI)
+  ?        this help               q      quit (a run goes on)
+  s        save a picture of the screen (SVG) in the run's directory
 
-Nothing here writes the run's store: a message, a stop and an answer are
-mail the run's supervisor reads; a resume starts [b]teamrt resume RUN --detach[/b].
+Nothing here writes the run's store: a message, a stop and an answer
+are mail the run's supervisor reads; a resume starts
+[b]teamrt resume RUN --detach[/b].
 """
 
 
@@ -40,7 +41,6 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="help"):
             yield Static(HELP)
-            yield Label("[dim]esc to close[/dim]")
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -51,7 +51,3 @@ def tokens_text(n: int) -> str:
     if n < 1_000_000:
         return f"{n / 1000:.1f}k"
     return f"{n / 1_000_000:.1f}M"
-
-
-def cost_text(usd: float) -> str:
-    return f"${usd:.4f}" if usd < 10 else f"${usd:,.2f}"

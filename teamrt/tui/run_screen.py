@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from ..runs import PendingAsk, RunsError, unreadable
+from ..runs import CRASHED, PendingAsk, RunsError, unreadable
 from ..store import StoreError
 from . import actions
 from .agent_list import AgentList
@@ -56,17 +56,24 @@ class ReadFailed(Message):
 
 
 class RunScreen(TeamScreen):
+    # An action that cannot apply now (``_why_not``) is left out of the footer and its key falls
+    # through to the hidden ``refused`` binding after it, which says why in one line.
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "back"),
         Binding("j", "move(1)", "down", show=False),
         Binding("k", "move(-1)", "up", show=False),
         Binding("m", "message", "message"),
+        Binding("m", "refused('message')", show=False),
         Binding("x", "stop", "stop"),
+        Binding("x", "refused('stop')", show=False),
         Binding("a", "answer(True)", "approve"),
+        Binding("a", "refused('answer')", show=False),
         Binding("d", "answer(False)", "deny"),
+        Binding("d", "refused('answer')", show=False),
         Binding("r", "resume", "resume"),
+        Binding("r", "refused('resume')", show=False),
         Binding("slash", "filter", "filter"),
-        Binding("f", "unfold", "unfold calls"),
+        Binding("f", "unfold", "unfold"),
         Binding("question_mark", "app.help", "help"),
         Binding("q", "app.quit", "quit"),
     ]
@@ -84,6 +91,7 @@ class RunScreen(TeamScreen):
         self._unfolded = False
         self._shown_agent: str | None = None
         self._answered: set[str] = set()  # asks answered from here
+        self._offered = frozenset(OFFERED)  # the actions the footer offers (all, until the run is read)
 
     def compose(self) -> ComposeResult:
         yield Totals(id="totals")
@@ -149,7 +157,17 @@ class RunScreen(TeamScreen):
     def on_state_read(self, message: StateRead) -> None:
         self.state = message.state
         self._show(message.state)
+        self._offer()
         self._consumed.set()
+
+    def resized(self) -> None:
+        self.call_after_refresh(self._reshow)  # the header is cut to the width
+
+    def _reshow(self) -> None:
+        """Show the newest state again, as it is when the refresh comes (not as it was when asked:
+        a newer read may have been shown in between)."""
+        if self.state is not None:
+            self._show(self.state)
 
     def _show(self, state: RunState) -> None:
         now = self.team_app.clock()
@@ -166,7 +184,7 @@ class RunScreen(TeamScreen):
         follow = scroll.scroll_y >= scroll.max_scroll_y or self._shown_agent != self._selected
         self._shown_agent = self._selected
         row = next((r for r in state.agents if r.name == self._selected), None)
-        self.query_one(AgentTitle).show(detail, row.status if row else "")
+        self.query_one(AgentTitle).show(detail, row.status if row else "", waiting=bool(asks))
         streaming = state.streaming if detail else ""
         if self.query_one(Transcript).show(detail, asks, streaming, unfolded=self._unfolded) and follow:
             self.call_after_refresh(scroll.scroll_end, animate=False)  # the user had not scrolled up
@@ -187,6 +205,44 @@ class RunScreen(TeamScreen):
         self.toggle_class("-agent-only")
 
     # -- actions -----------------------------------------------------------------
+
+    def _why_not(self, action: str) -> str | None:
+        """Why ``action`` cannot apply to the run as last read, in one line; None when it can."""
+        state = self.state
+        if state is None:
+            return None  # not read yet: the action says what it finds
+        run, status = self.run_id, state.status
+        ended = status not in ("running", CRASHED)
+        if action == "message" and ended:
+            return f"run {run} is {status}: no agent reads mail any more"
+        if action == "stop" and status == CRASHED:
+            return f"run {run} crashed: nothing runs to stop (r resumes it)"
+        if action == "stop" and ended:
+            return f"run {run} is {status}: nothing to stop"
+        if action == "answer" and not self._waiting():
+            if status == CRASHED:
+                return "the run crashed: r resumes it"
+            return (
+                f"run {run} is {status}: nothing to approve or deny"
+                if ended
+                else "no permission ask is waiting"
+            )
+        if action == "resume" and status != CRASHED:
+            return f"run {run} is {status}; only a crashed run can be resumed"
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return action not in OFFERED or self._why_not(action) is None
+
+    def _offer(self) -> None:
+        """Show in the footer the actions that apply now (its keys are read again when they change)."""
+        offered = frozenset(a for a in OFFERED if self._why_not(a) is None)
+        if offered != self._offered:
+            self._offered = offered
+            self.refresh_bindings()
+
+    def action_refused(self, action: str) -> None:
+        self.notify(self._why_not(action) or f"{action}: not now", severity="warning", markup=False)
 
     def action_move(self, by: int) -> None:
         """j/k move between agents wherever the focus is (the arrows scroll what has it)."""
@@ -250,11 +306,10 @@ class RunScreen(TeamScreen):
     def action_answer(self, allow: bool) -> None:
         ask = self._ask()
         if ask is None:
-            crashed = self.state is not None and self.state.status == "crashed"
-            said = "the run crashed: r resumes it" if crashed else "no permission ask is waiting"
-            self.notify(said, severity="warning")
+            self.action_refused("answer")
             return
         self._answered.add(ask.id)
+        self._offer()
 
         def answer() -> str:
             try:
@@ -264,6 +319,10 @@ class RunScreen(TeamScreen):
                 raise
 
         self.act(answer)
+
+    def _waiting(self) -> bool:
+        """Whether an ask waits that was not answered from here."""
+        return self._ask() is not None
 
     def _ask(self) -> PendingAsk | None:
         """The selected agent's oldest waiting ask, else the run's oldest; one already answered from
@@ -276,6 +335,10 @@ class RunScreen(TeamScreen):
 
     def acted(self) -> None:
         self._wake.set()
+
+
+OFFERED = ("message", "stop", "answer", "resume")
+"""The actions offered only when they can apply to the run (``RunScreen._why_not``)."""
 
 
 def _matches(query: str, *fields: str) -> bool:

@@ -12,8 +12,8 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
-from ..runs import RunSummary, SummaryCache, age_text, list_runs
-from .look import cost_text, status_text, tokens_text
+from ..runs import CRASHED, RunSummary, SummaryCache, age_text, list_runs, spent_text
+from .look import status_text, tokens_text
 from .screen import TeamScreen
 from .widgets import KeyTable
 
@@ -29,7 +29,9 @@ def _cells(s: RunSummary, now: float) -> tuple[Text | str, ...]:
         status_text(s.status),
         age_text(now - s.started),
         f"{s.agents}, {s.running} running" if s.running else str(s.agents or ""),
-        Text(cost_text(s.usage.cost_usd) if not s.problem else "", justify="right"),
+        Text(
+            spent_text(s.usage.cost_usd, s.budget_usd, s.simulated) if not s.problem else "", justify="right"
+        ),
         Text(tokens_text(s.usage.total_tokens) if not s.problem else "", justify="right"),
         Text(task[:TASK_CHARS], style="red" if s.problem else ""),
     )
@@ -47,7 +49,8 @@ class RunsRead(Message):
 class RunsScreen(TeamScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "open", show=True, priority=False),
-        Binding("r", "resume", "resume"),
+        Binding("r", "resume", "resume"),  # offered on a crashed run; the key says why not on another
+        Binding("r", "resume(False)", show=False),
         Binding("slash", "filter", "filter"),
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("question_mark", "app.help", "help"),
@@ -57,6 +60,7 @@ class RunsScreen(TeamScreen):
     def __init__(self) -> None:
         super().__init__()
         self.runs: list[RunSummary] = []
+        self._resumable = False  # the selected run crashed: the footer offers r
         self._filter = ""
         self._cache: SummaryCache = {}  # the worker's: runs not live are read again only when written
 
@@ -92,6 +96,7 @@ class RunsScreen(TeamScreen):
         ]
         table.fill(COLUMNS, [(s.id, _cells(s, now)) for s in shown], {})
         table.keep_cursor_on(selected, [s.id for s in shown])
+        self._offer()
         title = Text("teamrt", style="bold").append(
             f"  {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
         )
@@ -105,6 +110,23 @@ class RunsScreen(TeamScreen):
     def _selected(self) -> str | None:
         return self.query_one("#runs", KeyTable).cursor_key
 
+    def _summary(self) -> RunSummary | None:
+        run = self._selected()
+        return next((s for s in self.runs if s.id == run), None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "resume" and not parameters:
+            return self._resumable
+        return True
+
+    @on(DataTable.RowHighlighted, "#runs")
+    def _offer(self) -> None:
+        summary = self._summary()
+        resumable = summary is not None and summary.status == CRASHED
+        if resumable != self._resumable:
+            self._resumable = resumable
+            self.refresh_bindings()
+
     @on(DataTable.RowSelected, "#runs")
     def _row_selected(self) -> None:
         self.action_open()
@@ -114,9 +136,9 @@ class RunsScreen(TeamScreen):
         if run is not None:
             self.team_app.open_run(run)
 
-    def action_resume(self) -> None:
-        run = self._selected()
-        summary = next((s for s in self.runs if s.id == run), None)
+    def action_resume(self, offered: bool = True) -> None:
+        """``r``; ``offered``: from the footer's binding (else the hidden one that says why not)."""
+        summary = self._summary()
         if summary is not None:
             self.resume(summary.id, summary.status)
 

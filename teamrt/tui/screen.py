@@ -1,4 +1,5 @@
-"""What the two screens share: their app, a filter box, and actions run off the app's thread."""
+"""What the two screens share: their app, a footer fit to the width, a filter box, and actions run
+off the app's thread."""
 
 from __future__ import annotations
 
@@ -6,18 +7,31 @@ from typing import TYPE_CHECKING
 
 from textual import work
 from textual.screen import Screen
-from textual.widgets import Input
+from textual.widgets import Footer, Input
 
 from . import actions
 
 if TYPE_CHECKING:
     from .app import TeamApp
 
+NARROW = 100
+"""A screen narrower than this has a compact footer without the less needed keys (an 80-column one
+keeps ``? help q quit`` in view)."""
+
 
 class TeamScreen(Screen[None]):
     @property
     def team_app(self) -> TeamApp:
         return self.app  # type: ignore[return-value]
+
+    def on_resize(self) -> None:
+        for footer in self.query(Footer):
+            footer.compact = self.size.width < NARROW
+        self.refresh_bindings()  # some keys are offered only on a wide screen
+        self.resized()
+
+    def resized(self) -> None:
+        """After the screen changed size."""
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

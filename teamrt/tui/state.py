@@ -104,6 +104,7 @@ class RunFollower:
         self._turn_at: dict[str, float] = {}
         self._detail = DetailReader(run_dir)
         self._asked: dict[str, EventRecord] = {}  # asks not answered yet, by id
+        self._asking: set[str] = set()  # the agents with an ask waiting, as their rows show
         self._stream_size = 0
         self._records: dict[str, AgentRecord] = {}
         self._calls: dict[str, list[ToolCallRecord]] = {}  # each agent's calls not finished
@@ -146,8 +147,6 @@ class RunFollower:
             moved = set(self._records)
         if status != self._status:  # a crash (or its resume) changes how every live agent is shown
             self._status, moved = status, set(self._records)
-        for name in moved & self._records.keys():
-            self._rows[name] = self._row(self._records[name], self._calls.get(name, []), status)
         if self._events:
             new = reader.events(self._events[-1].id)
         else:  # the first read: the tail, and every ask of the run
@@ -160,6 +159,12 @@ class RunFollower:
                 self._unconfined = unconfined_run(event.data)
         kinds = {e.kind.split(".")[0] for e in new}
         self._note_asks(e for e in new if e.kind in (ASK, ANSWERED))
+        # an agent whose ask waits shows it; a crashed run's asks wait for nothing (its resume closes them)
+        asking = {e.agent or "" for e in self._asked.values()} if status == "running" else set()
+        moved |= asking ^ self._asking
+        self._asking = asking
+        for name in moved & self._records.keys():
+            self._rows[name] = self._row(self._records[name], self._calls.get(name, []), status)
         if full or "task" in kinds:
             self._tasks = tuple(reader.tasks())
         if full or "merge" in kinds:
@@ -230,7 +235,8 @@ class RunFollower:
             role=a.role or "-",
             model=a.model,
             status=CRASHED if crashed else a.status,
-            activity=activity(a, self._last_role.get(a.name), calls),  # of a crashed one: when it crashed
+            # of a crashed one: when it crashed
+            activity=activity(a, self._last_role.get(a.name), calls, asking=a.name in self._asking),
             turns=self._turns.get(a.name, 0),
             tokens=u.total_tokens,
             cache_share=u.cache_read_tokens / prompt if prompt else 0.0,

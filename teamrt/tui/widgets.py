@@ -11,10 +11,11 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from ..logs import describe_event
-from ..runs import PendingAsk, age_text, describe_call, duration_text
+from ..runs import PendingAsk, age_text, budget_text, describe_call, duration_text, money, simulated
 from ..store import EventRecord, MergeRecord, TaskRecord
+from .activity import WAITING
 from .detail import AgentDetail, Line
-from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, cost_text, tokens_text
+from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, tokens_text
 from .state import RunState
 
 
@@ -60,6 +61,9 @@ def _cell_len(cell: Text | str) -> int:
     return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
+NO_AGENT = "no agent selected"
+
+
 class Panel(Static):
     """A Static that repaints only when what it shows has changed; ``FIXED``: its size never does."""
 
@@ -80,7 +84,7 @@ class Panel(Static):
 
 class Totals(Panel):
     FIXED = True
-    """The run's header: its status and age, agents by status, cost against budget, asks waiting."""
+    """The run's header: its status and age, its cost against its budget, asks waiting, agents by status."""
 
     def show(self, state: RunState, now: float) -> None:
         run = state.run
@@ -96,30 +100,33 @@ class Totals(Panel):
         if state.unconfined:  # said before the task, which may be cut
             line.append("   UNCONFINED: commands run without a sandbox", style="bold white on red")
         line.append(f"   {' '.join(run.task.split())}", style="italic")
-        first, line = line, Text("agents ")
-        counts = state.by_status()
-        for i, (status, n) in enumerate(sorted(counts.items(), key=lambda kv: _STATUS_ORDER.get(kv[0], 9))):
-            line.append(", " if i else "")
-            line.append(f"{n} {status}", style=STATUS_STYLE.get(status, ""))
+        # what may need the user first: a narrow screen cuts the end of the line
+        first, line = line, Text("cost ")
         u = run.usage
-        prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
-        line.append(f"   cost {cost_text(u.cost_usd)}")
+        line.append(money(u.cost_usd, simulated(run)))
         if run.budget_usd:
             share = u.cost_usd / run.budget_usd
             line.append(
-                f" of {cost_text(run.budget_usd)} ({share:.0%})", style="bold red" if share >= 0.9 else ""
+                f" of {budget_text(run.budget_usd)} ({share:.0%})", style="bold red" if share >= 0.9 else ""
             )
-        line.append(f"   tokens {tokens_text(u.total_tokens)}")
-        if run.budget_tokens:
-            line.append(f" of {tokens_text(run.budget_tokens)}")
-        line.append(f", {u.cache_read_tokens / prompt if prompt else 0:.0%} from cache")
         if state.asks:
+            line.append("   ")
             line.append(
-                f"   {len(state.asks)} ask{'s' if len(state.asks) > 1 else ''} waiting: a/d",
+                f"{len(state.asks)} ask{'s' if len(state.asks) > 1 else ''} waiting: a/d",
                 style="bold black on yellow",
             )
         if state.status == "crashed":
             line.append("   r resumes it", style="bold")
+        line.append("   agents ")
+        counts = state.by_status()
+        for i, (status, n) in enumerate(sorted(counts.items(), key=lambda kv: _STATUS_ORDER.get(kv[0], 9))):
+            line.append(", " if i else "")
+            line.append(f"{n} {status}", style=STATUS_STYLE.get(status, ""))
+        prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
+        line.append(f"   tokens {tokens_text(u.total_tokens)}")
+        if run.budget_tokens:
+            line.append(f" of {tokens_text(run.budget_tokens)}")
+        line.append(f", {u.cache_read_tokens / prompt if prompt else 0:.0%} from cache")
         width = max(20, self.content_size.width)
         for part in (first, line):
             part.truncate(width, overflow="ellipsis")
@@ -134,19 +141,24 @@ _STATUS_ORDER = {
 
 class AgentTitle(Panel):
     FIXED = True
-    """Whose detail this is: ``coder-1  worktree agent  merging``."""
+    """Whose detail this is: ``coder-1  merging  worktree agent`` (its kind last: a narrow one cuts it)."""
 
-    def show(self, detail: AgentDetail | None, status: str) -> None:
-        """``status``: as the agent tree shows it (``crashed`` for a live agent of a crashed run)."""
+    def show(self, detail: AgentDetail | None, status: str, *, waiting: bool = False) -> None:
+        """``status``: as the agent tree shows it (``crashed`` for a live agent of a crashed run);
+        ``waiting``: a permission ask of the agent waits for the user's answer."""
         if detail is None:
             self.put(Text())
             return
         line = Text()
         line.append(detail.name, style="bold")
-        line.append(f"  {detail.kind} agent  ", style="dim")
+        line.append("  ")
         line.append(status, style=STATUS_STYLE.get(status, ""))
         if detail.status_reason:
             line.append(f": {detail.status_reason}", style="dim")
+        if waiting:
+            line.append("  ")
+            line.append(f"{WAITING}: a/d", style="bold black on yellow")
+        line.append(f"  {detail.kind} agent", style="dim")
         line.no_wrap = True
         line.overflow = "ellipsis"
         self.put(line)
@@ -160,7 +172,7 @@ class Transcript(Panel):
     ) -> bool:
         """``streaming``: the text the model is writing now. Whether what it shows changed."""
         if detail is None:
-            return self.put(Text("no agent selected", style="dim"))
+            return self.put(Text(NO_AGENT, style="dim"))
         text = Text()
         for line in detail.transcript:
             _line(text, line, unfolded)
@@ -168,7 +180,8 @@ class Transcript(Panel):
             _line(text, Line("streaming", streaming), unfolded)
         for ask in asks:
             text.append(
-                f"\n? asks to run {describe_call(ask.tool, ask.input)}: {ask.reason} (a approves, d denies)",
+                f"\n? {WAITING} to run {describe_call(ask.tool, ask.input)}: {ask.reason} "
+                "(a approves, d denies)",
                 style="bold black on yellow",
             )
         if not detail.transcript:

@@ -9,16 +9,23 @@ every command on the host (see ``git``): the repository's hooks, filters and
 merge drivers may be an agent's work, so none of them run and the commit is
 not signed. The line ``apply`` returns says so: the checks a hook would have
 made are the user's to run.
+
+``gc`` never throws work away unasked: an agent's worktree or branch holding
+commits that reached neither the integration branch nor the user's HEAD, or
+uncommitted changes, is kept (and said so) unless ``--force``. It looks into a
+worktree the way the TUI does (``git_env_of``): by git's own records, with
+teamrt's safe git, never by what the agent wrote.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..store import RunRecord
-from .git import GitError, GitRepo
+from ..store import AgentRecord, RunRecord
+from .git import GitError, GitRepo, status_paths
 
 NOT_RUN = "(git hooks and repository-defined filters/drivers were not run; run your checks yourself)"
 
@@ -99,32 +106,107 @@ def apply(plan: Plan) -> str:
     )
 
 
-def collect(run: RunRecord, run_dir: Path, branches: list[str], *, force: bool) -> list[str]:
-    """Remove a finished run's worktrees and agent ``branches``, and its integration branch when
-    applied (or ``force``); what was done, a line each."""
+SHOWN_FILES = 3  # of a kept worktree's uncommitted files, in gc's line
+
+
+def collect(
+    run: RunRecord, run_dir: Path, agents: Iterable[AgentRecord], *, force: bool, dry_run: bool = False
+) -> list[str]:
+    """Remove a finished run's worktrees and its ``agents``' branches, and its integration branch when
+    applied; what was done (``dry_run``: what would be, doing nothing), a line each.
+
+    Unless ``force``, an agent's worktree or branch whose work is not merged (``unmerged_work``) is
+    kept, and so is an integration branch not applied."""
     repo = GitRepo.find(Path(run.workdir))
     if repo is None:
         return [f"{run.id}: {run.workdir} is no longer in a git repository; left alone"]
-    done = []
-    trees = [*sorted((run_dir / "worktrees").glob("*")), run_dir / "integration"]
-    for path in (p for p in trees if p.exists()):
-        repo.remove_worktree(path)
-        done.append(f"{run.id}: removed worktree {path}")
-    shutil.rmtree(run_dir / "objects", ignore_errors=True)
-    repo.run("worktree", "prune")
-    for branch in branches:
-        if repo.tip(branch):
-            repo.delete_branch(branch)
-            done.append(f"{run.id}: deleted branch {branch}")
+    removed, deleted, kept = (
+        ("would remove", "would delete", "would keep") if dry_run else ("removed", "deleted", "kept")
+    )
+    branches = {a.name: a.branch for a in agents if a.branch}
     integration = run.settings.get("integration_branch")
     tip = repo.tip(integration) if integration else None
+    merged = [c for c in (tip, repo.head(), run.base_head) if c]
+    done, keep = [], set()
+    for path in sorted((run_dir / "worktrees").glob("*")):
+        agent, branch = path.name, branches.get(path.name)
+        why = None if force else unmerged_work(repo, run_dir, path, branch, merged)
+        if why is not None:
+            keep.add(agent)
+            on = f" (branch {branch})" if branch else ""
+            done.append(f"{run.id}: {kept} worktree {path}{on}: {why}; teamrt gc --force removes it")
+            continue
+        if not dry_run:
+            repo.remove_worktree(path)
+        done.append(f"{run.id}: {removed} worktree {path}")
+    if (run_dir / "integration").exists():  # the merge queue's own checkout: no one's work
+        if not dry_run:
+            repo.remove_worktree(run_dir / "integration")
+        done.append(f"{run.id}: {removed} worktree {run_dir / 'integration'}")
+    if not dry_run:
+        for objects in sorted((run_dir / "objects").glob("*")):
+            if objects.name not in keep:  # a kept worktree's commits may live only there
+                shutil.rmtree(objects, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(run_dir / "objects", ignore_errors=True)
+        repo.run("worktree", "prune")
+    for agent, branch in branches.items():
+        if agent in keep or not repo.tip(branch):
+            continue
+        count = 0 if force else _unmerged_count(repo, [branch], merged)
+        if count:
+            done.append(
+                f"{run.id}: {kept} branch {branch}: {count} unmerged commit(s); teamrt gc --force deletes it"
+            )
+            continue
+        if not dry_run:
+            repo.delete_branch(branch)
+        done.append(f"{run.id}: {deleted} branch {branch}")
     if integration and tip:
         head = repo.head()
         if force or tip == run.base_head or (head is not None and repo.is_ancestor(tip, head)):
-            repo.delete_branch(integration)
-            done.append(f"{run.id}: deleted branch {integration}")
+            if not dry_run:
+                repo.delete_branch(integration)
+            done.append(f"{run.id}: {deleted} branch {integration}")
         else:
-            done.append(
-                f"{run.id}: kept {integration}: not applied (teamrt apply {run.id}, or gc --force to delete)"
-            )
+            how = f"teamrt apply {run.id}, or gc --force to delete"
+            done.append(f"{run.id}: {kept} {integration}: not applied ({how})")
     return done
+
+
+def unmerged_work(
+    repo: GitRepo, run_dir: Path, path: Path, branch: str | None, merged: list[str]
+) -> str | None:
+    """What in the worktree at ``path`` (of the agent whose branch is ``branch``) is not merged: commits
+    on its HEAD or branch that none of the ``merged`` commits has, uncommitted changes (untracked files
+    included, ignored ones not). None when there is none: removing it loses nothing."""
+    from .worktrees import git_env_of  # the sandbox's modules: only for gc
+
+    env = git_env_of(repo, path)
+    if env is None:
+        return "git no longer knows this worktree, so its files cannot be checked"
+    objects = run_dir / "objects" / path.name  # the agent's commits not yet brought into the repository
+    env = {**env, "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects), "GIT_OPTIONAL_LOCKS": "0"}
+    root = Path(env["GIT_WORK_TREE"])
+    try:
+        head = repo.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=root, env=env)
+        count = _unmerged_count(repo, [head, *([branch] if branch and repo.tip(branch) else [])], merged, env)
+        changed = status_paths(
+            repo.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty",
+                     cwd=root, env=env, strip=False)
+        )  # fmt: skip
+    except GitError as e:
+        return f"it could not be checked ({e})"
+    said = [f"{count} unmerged commit(s)"] if count else []
+    if changed:
+        shown = ", ".join(changed[:SHOWN_FILES]) + (" ..." if len(changed) > SHOWN_FILES else "")
+        said.append(f"uncommitted changes in {len(changed)} file(s) ({shown})")
+    return " and ".join(said) or None
+
+
+def _unmerged_count(
+    repo: GitRepo, tips: list[str], merged: list[str], env: dict[str, str] | None = None
+) -> int:
+    """How many commits reachable from ``tips`` none of ``merged`` reaches."""
+    out = repo.run("rev-list", "--count", *tips, "--not", *merged, "--", env=env)
+    return int(out or 0)

@@ -72,8 +72,8 @@ class Worktrees:
         self._git = asyncio.Lock()  # one change to the repository's worktrees, refs or objects at a time
 
     def branch_for(self, agent: str) -> str:
-        """``teamrt/<run>-<agent>``. DESIGN.md says ``teamrt/<run>/<agent>``, but git keeps refs as
-        paths, so no branch can sit below ``teamrt/<run>``, the integration branch."""
+        """``teamrt/<run>-<agent>``, not ``teamrt/<run>/<agent>``: git keeps refs as paths, so no branch
+        can sit below ``teamrt/<run>``, the integration branch."""
         return f"teamrt/{self.run_id}-{agent}"
 
     async def create(self, agent: str, parent: str | None) -> Checkout:

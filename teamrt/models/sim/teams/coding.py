@@ -9,12 +9,13 @@ what the diff changes and which tests cover it.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
 from ...reply import Reply
 from ..policy import SimRequest, ToolOutcome
-from .conversation import calls, first_text, history, mail
+from .conversation import calls, first_text, gist, history, mail
 from .repair import Candidate, callees, candidates, source_lines
 from .unittest_output import Failure, failures, summary
 
@@ -31,17 +32,30 @@ REVIEWER_BRIEF = (
 
 
 def lead(request: SimRequest) -> Reply:
+    """Every claim of the lead's answer rests on a tool's result: the suite's output, the spawn's
+    report of each coder (merged or not, and what the merge queue's gates said of the merge), the
+    integration branch's tip as ``git log`` shows it. What it could not check, it says it could not."""
     done = history(request)
     runs = [o for o in done if o.name == "bash" and o.input.get("command") == SUITE]
     if not runs:
         return Reply().say("First, which tests fail.").call("bash", {"command": SUITE})
+    first = runs[0]
+    if not _ran(first.output):
+        return Reply().say(
+            f"I could not run the test suite ({SUITE}): {gist(first.output)}. Nothing was changed."
+        )
     created = [o for o in done if o.name == "task_create"]
     if not created:
         by_module: dict[str, list[Failure]] = {}
-        for failure in failures(runs[0].output):
+        for failure in failures(first.output):
             by_module.setdefault(failure.module, []).append(failure)
         if not by_module:
-            return Reply().say(f"Nothing to fix: {summary(runs[0].output)}.")
+            if _green(first.output):
+                return Reply().say(f"Nothing to fix: {SUITE} passes ({summary(first.output)}).")
+            return Reply().say(
+                f"{SUITE} fails ({summary(first.output)}), but its output names no failing test I can"
+                " turn into a task. Nothing was changed."
+            )
         reply = Reply().say(
             f"{sum(map(len, by_module.values()))} failing tests in {len(by_module)} modules: one task per"
             " module, a reviewer, then one coder per task."
@@ -55,13 +69,20 @@ def lead(request: SimRequest) -> Reply:
             "spawn_agent", {"kind": "team", "role": "reviewer", "directives": [REVIEWER_BRIEF], "wait": False}
         )
     spawns = calls(request, "spawn_agent")
-    reviewer = _started(spawns[0].output) or "reviewer"
+    reviewer = None if spawns[0].is_error else _started(spawns[0].output)
     tasks = [m.groups() for o in created if (m := re.match(r"created task (\d+): Make (\S+) pass", o.output))]
+    if not tasks:
+        return Reply().say(
+            f"I could not put the tasks on the list: {gist(created[0].output)}. Nothing was changed."
+        )
     if len(spawns) < 2:
+        send = (
+            f" send your diff (git diff) to {reviewer} for review with send_message, and" if reviewer else ""
+        )
         directives = [
             f"Claim task {task_id} with task_claim and make its tests pass by fixing the code, not the tests."
-            f" Check with: {SUITE} {module}. Then run the whole suite, send your diff (git diff) to"
-            f" {reviewer} for review with send_message, and mark the task done with task_update."
+            f" Check with: {SUITE} {module}. Then run the whole suite,{send} mark the task done with"
+            " task_update."
             for task_id, module in tasks
         ]
         return (
@@ -69,30 +90,142 @@ def lead(request: SimRequest) -> Reply:
             .say(f"{len(tasks)} tasks; one coder each, in its own worktree, in parallel.")
             .call("spawn_agent", {"kind": "worktree", "role": "coder", "directives": directives})
         )
-    outcomes = re.findall(r"^## (\S+): (\w+)(?: \((.*)\))?$", spawns[1].output, re.MULTILINE)
-    merged = [name for name, status, reason in outcomes if status == "done" and "merged" in (reason or "")]
+    coders = spawns[1]
+    outcomes = (
+        [] if coders.is_error else re.findall(r"^## (\S+): (\w+)(?: \((.*)\))?$", coders.output, re.MULTILINE)
+    )
     reviews = [
-        m for m in mail(request) if m.sender == reviewer and m.body.startswith(("APPROVED", "CHANGES"))
+        m
+        for m in mail(request)
+        if reviewer and m.sender == reviewer and m.body.startswith(("APPROVED", "CHANGES"))
     ]
-    fixed = re.findall(r"^## (\S+): done .*\nFixed task", spawns[1].output, re.MULTILINE)
-    asked = [o for o in done if o.name == "request_shutdown"]
-    if len(reviews) < len(fixed) and not asked:
+    fixed = (
+        [] if coders.is_error else re.findall(r"^## (\S+): done .*\nFixed task", coders.output, re.MULTILINE)
+    )
+    checked = [o for o in done if o.name == "task_list"]
+    idle = any(
+        m.sender == "supervisor" and m.body == f"{reviewer} is idle." for m in mail(request, last=True)
+    )
+    if reviewer and len(reviews) < len(fixed) and not checked and not idle:
         return Reply().say(f"{len(reviews)} of {len(fixed)} reviews are in; waiting for {reviewer}.")
-    if not asked:
-        return (
-            Reply()
-            .say("Every fix is merged and reviewed. Checking the task list, then letting the reviewer go.")
-            .call("task_list", {})
-            .call("request_shutdown", {"agent": reviewer, "reason": "every fix is merged and reviewed"})
-        )
-    lines = [
-        f"{len(merged)} of {len(outcomes)} coders merged their fixes; the integration branch passes {SUITE}."
+    merges = [
+        _Merge(name, m.group(0), m.group(1), m.group(2), reason)
+        for name, status, reason in outcomes
+        if status == "done" and (m := re.match(r"merged onto (\S+) at (\w+)", reason or ""))
     ]
-    for name, status, reason in outcomes:
-        lines.append(f"- {name}: {status}" + (f" ({reason})" if reason else ""))
-    lines.append(f"Reviews from {reviewer}:")
-    lines += sorted(f"- {m.body.splitlines()[0]}" for m in reviews)  # in any order they came
+    log = f"git log -1 --format=%H {merges[0].branch}" if merges else None
+    wanted: list[tuple[str, dict[str, str]]] = []  # all at once; after a crash, what it cut short again
+    if not checked:
+        wanted.append(("task_list", {}))
+    if log is not None and not any(o.name == "bash" and o.input.get("command") == log for o in done):
+        wanted.append(("bash", {"command": log}))
+    if reviewer and not any(o.name == "request_shutdown" for o in done):
+        wanted.append(("request_shutdown", {"agent": reviewer, "reason": "the coders are done"}))
+    if wanted:
+        said = (
+            "Every coder has answered. Checking the task list and the integration branch's tip"
+            if not coders.is_error
+            else "The coders could not start. Checking the task list"
+        )
+        reply = Reply().say(said + (", then letting the reviewer go." if reviewer else "."))
+        for name, args in wanted:
+            reply.call(name, args)
+        return reply
+    lines = _settled(first, spawns[0], coders, outcomes, merges, done)
+    lines.append(_tasks(checked[0]))
+    if reviewer:
+        lines.append(
+            f"Reviews from {reviewer} ({len(reviews)} of {len(fixed)} fixes):"
+            if reviews
+            else f"No review came from {reviewer}."
+            if fixed
+            else f"{reviewer} had no fix to review."
+        )
+        lines += sorted(f"- {m.body.splitlines()[0]}" for m in reviews)  # in any order they came
     return Reply().say("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class _Merge:
+    """A coder whose work the spawn's report says was merged, and what it says of the merge."""
+
+    coder: str
+    said: str
+    """``merged onto BRANCH at COMMIT``."""
+    branch: str
+    commit: str
+    reason: str
+    """The whole reason, with what the gates said of the merge."""
+
+
+def _settled(
+    first: ToolOutcome, reviewer_spawn: ToolOutcome, coders: ToolOutcome,
+    outcomes: list[tuple[str, str, str]], merges: list[_Merge], done: list[ToolOutcome],
+) -> list[str]:  # fmt: skip
+    """The lead's answer, each line from a tool's result."""
+    lines = []
+    if reviewer_spawn.is_error:
+        lines.append(f"The reviewer could not start: {gist(reviewer_spawn.output)}")
+    if coders.is_error:
+        lines.append(f"The coders could not start: {gist(coders.output)}")
+        lines.append(f"Nothing was fixed: {SUITE} said {summary(first.output)} before, and no coder ran.")
+        return lines
+    lines.append(
+        f"{len(merges)} of {len(outcomes)} coders merged their fixes"
+        + (f" onto {merges[0].branch}." if merges else "; nothing was merged.")
+    )
+    if merges:
+        lines.append(_integration(merges, done))
+    merged = {m.coder: m.said for m in merges}  # what the gates said of each is in its own status
+    for name, status, reason in outcomes:
+        said = merged.get(name, reason)
+        lines.append(f"- {name}: {status}" + (f" ({said})" if said else ""))
+    return lines
+
+
+def _integration(merges: list[_Merge], done: list[ToolOutcome]) -> str:
+    """What is known of the integration branch: the gates' verdict on the merge that is its tip."""
+    branch = merges[0].branch
+    command = f"git log -1 --format=%H {branch}"
+    log = next((o for o in done if o.name == "bash" and o.input.get("command") == command), None)
+    if log is None or log.is_error or not re.fullmatch(r"[0-9a-f]{40}", log.output.strip()):
+        said = gist(log.output) if log is not None else "not checked"
+        return f"I could not read the tip of {branch} ({said}), so I do not claim it passes."
+    tip = log.output.strip()
+    last = [m for m in merges if tip.startswith(m.commit)]
+    if not last:
+        return f"The tip of {branch} ({tip[:12]}) is no merge a coder reported, so I do not claim it passes."
+    green = next((g for m in last if (g := re.search(r"; (gates passed: .*)$", m.reason))), None)
+    if green:
+        return f"{branch} passes at its tip {tip[:12]}: there the merge queue's {green.group(1)}."
+    said = last[0].reason.partition("; ")[2] or "the merge queue gave no gate result"
+    return f"{branch} is not shown to pass at its tip {tip[:12]}: {said}."
+
+
+def _tasks(listed: ToolOutcome) -> str:
+    """How many tasks are done, as ``task_list`` showed them."""
+    if listed.is_error:
+        return f"I could not list the tasks: {gist(listed.output)}"
+    tasks = []
+    for line in listed.output.splitlines():
+        try:
+            task = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(task, dict):
+            tasks.append(task)
+    left = [f"{t.get('subject')} ({t.get('status')})" for t in tasks if t.get("status") != "done"]
+    said = f"Tasks: {len(tasks) - len(left)} of {len(tasks)} done"
+    return said + (f"; not done: {', '.join(left)}." if left else ".")
+
+
+def _ran(output: str) -> bool:
+    """Whether unittest ran at all (its closing ``Ran N tests`` line is in the output)."""
+    return re.search(r"^Ran \d+ tests?", output, re.MULTILINE) is not None
+
+
+def _green(output: str) -> bool:
+    return _ran(output) and re.search(r"^OK\b", output, re.MULTILINE) is not None
 
 
 def _started(output: str) -> str | None:
@@ -175,7 +308,11 @@ def coder(request: SimRequest) -> Reply:
         return (
             Reply().say(f"Running the tests of task {task.group(1)} again.").call("bash", {"command": check})
         )
-    if not failures(s.last_run.output):
+    if s.options is None and not _ran(s.last_run.output):  # no try in the file: the tests did not run
+        return Reply().say(
+            f"I could not run my task's tests ({check}): {gist(s.last_run.output)}. Giving up."
+        )
+    if _green(s.last_run.output):
         return _finish(done, s, check, int(task.group(1)), reviewer.group(1) if reviewer else None)
     if s.where is not None and s.options is None:
         return Reply().say(f"Reading {s.where[0]}.").call("read", {"file_path": s.where[0]})
@@ -276,10 +413,18 @@ def _finish(done: list[ToolOutcome], state: _Search, check: str, task: int, revi
         "; ".join(f"{c.before!r} -> {c.after!r} (line {c.line})" for c in state.kept)
         or "no change was needed"
     )
-    return Reply().say(
-        f"Fixed task {task}: {changes}.\n{check}: {summary(state.last_run.output if state.last_run else '')}."
-        f"\nWhole suite in my worktree: {summary(suite.output)} (other tasks' failures are other coders')."
-    )
+    lines = [
+        f"Fixed task {task}: {changes}.",
+        f"{check}: {summary(state.last_run.output if state.last_run else '')}.",
+        f"Whole suite in my worktree: {summary(suite.output)} (other tasks' failures are other coders').",
+    ]
+    update = next(o for o in after if o.name == "task_update")
+    if update.is_error:
+        lines.append(f"I could not mark task {task} done: {gist(update.output)}")
+    sent = next((o for o in after if o.name == "send_message"), None)
+    if sent is not None and sent.is_error:
+        lines.append(f"My diff did not reach {reviewer} for review: {gist(sent.output)}")
+    return Reply().say("\n".join(lines))
 
 
 # -- the reviewer ------------------------------------------------------------------------
@@ -302,8 +447,15 @@ def reviewer(request: SimRequest) -> Reply:
             return reply.say(f"Reviewing {pending.sender}'s diff: which tests cover it?").call(
                 "grep", {"pattern": pattern, "path": "tests", "output_mode": "content"}
             )
-        covering = greps[-1].output if wanted and greps else ""
-        body = _verdict(pending.sender, changed, covering)
+        covering = greps[-1] if wanted and greps else None
+        if covering is not None and covering.is_error:
+            body = (
+                f"CHANGES REQUESTED for {pending.sender}: I could not check which tests cover"
+                f" {', '.join(sorted(set(wanted)))} ({gist(covering.output)}); show me a test that fails"
+                " without the fix."
+            )
+        else:
+            body = _verdict(pending.sender, changed, covering.output if covering else "")
         reply.call("send_message", {"to": "lead", "body": body, "summary": f"review of {pending.sender}"})
     for shutdown in (m for m in mail(request, last=True) if m.kind == "shutdown_request"):
         reply.call("respond_shutdown", {"to": shutdown.sender, "accept": True, "request_id": shutdown.id})

@@ -101,3 +101,9 @@ def _fork_point(request: SimRequest) -> int:
 
 def passed(outcome: ToolOutcome) -> bool:
     return not outcome.is_error and bool(outcome.output)
+
+
+def gist(output: str) -> str:
+    """A tool result's first line that says something, for an answer to quote."""
+    line = next((x.strip() for x in output.splitlines() if x.strip()), "(no output)")
+    return line if len(line) <= 300 else line[:297] + "..."

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from ...reply import Reply
 from ..policy import SimRequest, ToolOutcome
-from .conversation import Mail, fork_directive, history, mail
+from .conversation import Mail, fork_directive, gist, history, mail
 
 MAX_FORKS = 6
 BIG_FILE_LINES = 400
@@ -23,6 +23,7 @@ SYNTHESIS = "SYNTHESIS"
 CHALLENGES = "CHALLENGES"
 ANSWERS = "ANSWERS"
 APPROVED = "APPROVED"
+NOT_APPROVED = "NOT APPROVED"
 REPORT = "REPORT.md"
 REVIEWER_BRIEF = (
     "You review the lead's survey of this source tree. When the synthesis comes by mail, check its"
@@ -32,10 +33,17 @@ REVIEWER_BRIEF = (
 
 
 def lead(request: SimRequest) -> Reply:
+    """Every claim of the lead's answer rests on a tool's result: the parts ``ls`` listed, what the
+    forks reported (and which of them finished), the reviewer's verdict, whether the report was
+    written. What failed (a spawn, a message, the write), the answer says."""
     done = history(request)
     listing = _last(done, "bash")
     if listing is None:
         return Reply().say("First, the parts of this tree.").call("bash", {"command": "ls -1p"})
+    if listing.is_error:
+        return Reply().say(
+            f"I could not list the tree (ls -1p): {gist(listing.output)}. Nothing was surveyed."
+        )
     parts = _parts(listing.output)
     spawns = [o for o in done if o.name == "spawn_agent"]
     if not spawns:
@@ -55,23 +63,34 @@ def lead(request: SimRequest) -> Reply:
                                   "wait": False})
             .call("spawn_agent", {"kind": "fork", "directives": directives})
         )  # fmt: skip
-    reviewer = _started(spawns[0].output) or "reviewer"
-    findings = _findings(spawns[-1].output)
+    reviewer = None if spawns[0].is_error else _started(spawns[0].output)
+    forked = spawns[-1]
+    findings = {} if forked.is_error else _findings(forked.output)
     sent = [o for o in done if o.name == "send_message"]
-    if not sent:
+    if reviewer is not None and not sent:
         draft = _synthesis(parts, findings)
+        said = "The forks are back" if not forked.is_error else "The forks could not start"
         return (
             Reply()
-            .say(f"The forks are back. Sending the synthesis to {reviewer} to challenge.")
+            .say(f"{said}. Sending the synthesis to {reviewer} to challenge.")
             .call("send_message", {"to": reviewer, "body": draft, "summary": "synthesis for review"})
         )
+    reviewed = reviewer is not None and not sent[0].is_error
     inbox = mail(request)
-    verdicts = [m for m in inbox if m.sender == reviewer and m.body.startswith((CHALLENGES, APPROVED))]
-    if not verdicts:
+    verdicts = [
+        m for m in inbox if reviewed and m.sender == reviewer and m.body.startswith((CHALLENGES, APPROVED))
+    ]
+    idle = any(
+        m.sender == "supervisor" and m.body == f"{reviewer} is idle." for m in mail(request, last=True)
+    )
+    if reviewed and not verdicts and not idle:
         return Reply().say(f"Waiting for {reviewer}'s challenges.")
-    challenges = _challenges(verdicts[0])
-    checked = [o for o in done if o.name in ("read", "grep") and _subject(o) in challenges.subjects]
-    if challenges.subjects and not checked:
+    verdict = verdicts[0] if verdicts else None
+    challenges = _challenges(verdict) if verdict is not None else None
+    checked = [
+        o for o in done if o.name in ("read", "grep") and challenges and _subject(o) in challenges.subjects
+    ]
+    if challenges is not None and challenges.subjects and not checked:
         reply = Reply().say(f"{reviewer} raised {len(challenges.items)} points; checking them.")
         for path in challenges.files:
             reply.call("read", {"file_path": path, "limit": 15})
@@ -81,24 +100,78 @@ def lead(request: SimRequest) -> Reply:
         return reply
     answered = any(o.name == "send_message" and o.input.get("body", "").startswith(ANSWERS) for o in done)
     asked_to_stop = any(o.name == "request_shutdown" for o in done)
-    if not (answered and asked_to_stop and any(o.name == "write" for o in done)):
-        answers = _answers(challenges, checked)
-        reply = Reply().say(f"Answering {reviewer} and writing {REPORT}.")
-        if not answered:
+    wrote = _last(done, "write")
+    review = _review_state(reviewer, spawns[0], sent, verdict)
+    if (
+        wrote is None
+        or (challenges is not None and not answered)
+        or (reviewer is not None and not asked_to_stop)
+    ):
+        answers = _answers(challenges, checked, parts, findings) if challenges is not None else None
+        reply = Reply().say(
+            f"Answering {reviewer} and writing {REPORT}." if answers else f"Writing {REPORT}."
+        )
+        if answers is not None and not answered:
             reply.call("send_message", {"to": reviewer, "body": answers, "summary": "answers"})
         reply.call(
             "write",
-            {"file_path": REPORT, "content": _report(parts, findings, verdicts[0].body, answers, reviewer)},
+            {"file_path": REPORT, "content": _report(parts, findings, review, answers or "", reviewer)},
         )
-        if not asked_to_stop:
+        if reviewer is not None and not asked_to_stop:
             reply.call("request_shutdown", {"agent": reviewer, "reason": "the report is written"})
         return reply
-    total = sum(f.lines for f in findings.values())
-    forks = len(re.findall(r"^## \S+: ", spawns[-1].output, re.MULTILINE))
-    return Reply().say(
-        f"Wrote {REPORT}: {len(parts)} parts, {sum(f.files for f in findings.values())} files,"
-        f" {total:,} lines, surveyed by {forks} forks;"
-        f" {reviewer} raised {len(challenges.items)} challenge(s), each answered in the report."
+    return Reply().say(_settled(parts, findings, forked, wrote, reviewer, review, challenges, done))
+
+
+def _review_state(
+    reviewer: str | None, spawned: ToolOutcome, sent: list[ToolOutcome], verdict: Mail | None
+) -> str:
+    """The review as the report and the answer tell it: the verdict, or why there is none."""
+    if verdict is not None:
+        return verdict.body
+    if reviewer is None:
+        return f"No review: the reviewer could not start ({gist(spawned.output)})."
+    if sent and sent[0].is_error:
+        return f"No review: the synthesis did not reach {reviewer} ({gist(sent[0].output)})."
+    return f"No review: {reviewer} went idle without a verdict."
+
+
+def _settled(
+    parts: list[str], findings: dict[str, _Finding], forked: ToolOutcome, wrote: ToolOutcome,
+    reviewer: str | None, review: str, challenges: _Challenges | None, done: list[ToolOutcome],
+) -> str:  # fmt: skip
+    """The lead's answer, each claim from a tool's result."""
+    files, lines = sum(f.files for f in findings.values()), sum(f.lines for f in findings.values())
+    if forked.is_error:
+        survey = [f"none surveyed: the forks could not start ({gist(forked.output)})"]
+    else:
+        ended = re.findall(r"^## (\S+): (\w+)", forked.output, re.MULTILINE)
+        survey = [f"{files} files, {lines:,} lines, surveyed by {sum(s == 'done' for _, s in ended)} forks"]
+        unfinished = [f"{name} ({status})" for name, status in ended if status != "done"]
+        if unfinished:
+            survey.append(f"{', '.join(unfinished)} did not finish")
+        missing = [p for p in parts if p not in findings]
+        if missing:
+            survey.append(f"not surveyed: {', '.join(missing)}")
+        uncounted = [p for p, f in findings.items() if "could not count" in f.text]
+        if uncounted:
+            survey.append(f"lines not counted in {', '.join(uncounted)}")
+    head = (
+        f"I could not write {REPORT} ({gist(wrote.output)}); the survey had"
+        if wrote.is_error
+        else f"Wrote {REPORT}:"
+    )
+    said = f"{head} {len(parts)} parts, {'; '.join(survey)}; "
+    if challenges is None:
+        return said + review
+    if not challenges.items:
+        return said + f"{reviewer} approved the synthesis."
+    said += f"{reviewer} raised {len(challenges.items)} challenge(s), each answered in the report."
+    answers = next(
+        o for o in done if o.name == "send_message" and o.input.get("body", "").startswith(ANSWERS)
+    )
+    return said + (
+        f" My answers did not reach {reviewer}: {gist(answers.output)}." if answers.is_error else ""
     )
 
 
@@ -124,18 +197,41 @@ def fork(request: SimRequest) -> Reply:
                 reply.call("read", {"file_path": head, "limit": 15})
         if reply.content[1:]:
             return reply
-    definitions = _definitions(o.output for o in mine if o.input.get("output_mode") == "content")
-    heads = {o.input["file_path"]: _purpose(o.output) for o in mine if o.name == "read"}
+    definitions = _definitions(
+        o.output for o in mine if o.input.get("output_mode") == "content" and not o.is_error
+    )
+    heads = {
+        o.input["file_path"]: f"could not read it ({gist(o.output)})" if o.is_error else _purpose(o.output)
+        for o in mine
+        if o.name == "read"
+    }
+    failed = {
+        (o.input.get("path"), o.input.get("output_mode")): gist(o.output)
+        for o in mine
+        if o.name == "grep" and o.is_error
+    }
     sections = []
     for part in parts:
         files = {p: n for p, n in counts.items() if _in_part(p, part)}
         names = [d for p, d in definitions if _in_part(p, part)]
         head = _head_file(part, counts)
         shown = f" ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
-        sections.append(
-            f"### {part}\n{_plural(len(files), 'file')}, {sum(files.values()):,} lines;"
-            f" {len(names)} definitions{shown}.\nPurpose: {heads.get(head or '') or 'not stated in the code'}"
+        size = (
+            f"could not count its lines ({failed[part, 'count']})"
+            if (part, "count") in failed
+            else f"{_plural(len(files), 'file')}, {sum(files.values()):,} lines"
         )
+        defined = (
+            f"could not grep its definitions ({failed[part, 'content']})"
+            if (part, "content") in failed
+            else f"{len(names)} definitions{shown}"
+        )
+        purpose = (
+            (heads.get(head) or "not stated in the code")
+            if head in heads
+            else "not read: no file of it was counted"
+        )
+        sections.append(f"### {part}\n{size}; {defined}.\nPurpose: {purpose}")
     return Reply().say("\n\n".join(sections))
 
 
@@ -146,10 +242,10 @@ def reviewer(request: SimRequest) -> Reply:
     syntheses = [m for m in inbox if m.body.startswith(SYNTHESIS)]
     answers = [m for m in inbox if m.body.startswith(ANSWERS)]
     verdicts = [o for o in done if o.name == "send_message" and o.input.get("body", "").startswith(
-        (CHALLENGES, APPROVED))]  # fmt: skip
-    if len(syntheses) > len(
-        [v for v in verdicts if not v.input["body"].startswith(f"{APPROVED}: the answers")]
-    ):
+        (CHALLENGES, APPROVED, NOT_APPROVED))]  # fmt: skip
+    on_answers = [v for v in verdicts if _on_answers(v.input["body"])]
+    on_syntheses = [v for v in verdicts if not _on_answers(v.input["body"])]
+    if len(syntheses) > len(on_syntheses):
         counted = _last(done, "grep", output_mode="count")
         if counted is None:
             return (
@@ -161,14 +257,22 @@ def reviewer(request: SimRequest) -> Reply:
             )
         markers = _last(done, "grep", output_mode="content")
         listing = _last(done, "bash")
+        unchecked = [
+            f"I could not {what}: {gist(o.output)}"
+            for o, what in ((counted, "count the lines of the tree"), (markers, "grep for open markers"),
+                            (listing, "list the tree"))
+            if o is not None and o.is_error
+        ]  # fmt: skip
         body = _review(
             syntheses[-1], _counts([counted.output]), markers.output if markers else "",
-            _parts(listing.output if listing else ""),
+            _parts(listing.output if listing else ""), unchecked,
         )  # fmt: skip
         reply.call("send_message", {"to": syntheses[-1].sender, "body": body, "summary": body.split(":")[0]})
-    elif len(answers) > len([v for v in verdicts if v.input["body"].startswith(f"{APPROVED}: the answers")]):
-        body = f"{APPROVED}: the answers hold; each point is settled with a path and its own words."
-        reply.call("send_message", {"to": answers[-1].sender, "body": body, "summary": "approved"})
+    elif len(answers) > len(on_answers):
+        raised = on_syntheses[-1].input["body"] if on_syntheses else ""
+        markers = _last(done, "grep", output_mode="content")
+        body = _check_answers(raised, answers[-1].body, markers.output if markers else "")
+        reply.call("send_message", {"to": answers[-1].sender, "body": body, "summary": body.split(":")[0]})
     for request_mail in (m for m in mail(request, last=True) if m.kind == "shutdown_request"):
         reply.call(
             "respond_shutdown", {"to": request_mail.sender, "accept": True, "request_id": request_mail.id}
@@ -279,9 +383,38 @@ def _synthesis(parts: list[str], findings: dict[str, _Finding]) -> str:
     return "\n".join(lines)
 
 
-def _review(synthesis: Mail, counts: dict[str, int], markers: str, parts: list[str]) -> str:
-    """The reviewer's verdict: what its own counts and greps find that the synthesis does not say."""
-    points = []
+def _on_answers(body: str) -> bool:
+    """Whether a verdict of the reviewer is on the lead's answers (not on a synthesis)."""
+    return body.startswith((f"{APPROVED}: the answers", f"{NOT_APPROVED}: the answers"))
+
+
+def _check_answers(raised: str, answers: str, markers: str) -> str:
+    """The reviewer's verdict on the lead's answers: every point it raised has an answer, and every
+    line the answers quote as an open marker is one its own grep found."""
+    points = {int(n) for n in re.findall(r"^(\d+)\. ", raised, re.MULTILINE)}
+    answered = {int(n) for n in re.findall(r"^(\d+)\. ", answers, re.MULTILINE)}
+    found = {":".join(line.split(":")[:2]) for line in markers.splitlines() if line.count(":") >= 2}
+    quoted = re.findall(r"(\S+:\d+) `", answers)
+    unfound = [q for q in quoted if q not in found]
+    if points - answered or unfound:
+        said = (
+            [f"points {', '.join(map(str, sorted(points - answered)))} have no answer"]
+            if points - answered
+            else []
+        )
+        said += [f"{', '.join(unfound)} are not lines my grep found"] if unfound else []
+        return f"{NOT_APPROVED}: the answers leave open what I raised: {'; '.join(said)}."
+    return f"{APPROVED}: the answers address all {len(points)} points I raised" + (
+        f", and the {len(quoted)} lines they quote are the markers my grep found." if quoted else "."
+    )
+
+
+def _review(
+    synthesis: Mail, counts: dict[str, int], markers: str, parts: list[str], unchecked: list[str]
+) -> str:
+    """The reviewer's verdict: what its own counts and greps find that the synthesis does not say, and
+    what it could not check (then it does not approve)."""
+    points = list(unchecked)
     missing = [
         p for p in parts if f"- {p}:" not in synthesis.body or f"- {p}: not surveyed" in synthesis.body
     ]
@@ -290,7 +423,8 @@ def _review(synthesis: Mail, counts: dict[str, int], markers: str, parts: list[s
     big = sorted(((n, p) for p, n in counts.items() if n > BIG_FILE_LINES), reverse=True)[:3]
     for n, path in big:
         points.append(
-            f"{path} ({n} lines) is the biggest file in its part; what does it hold, and is it too big?"
+            f"{path} ({n} lines) is among the biggest files of the tree; what does it hold, and is it too"
+            " big?"
         )
     found = [line for line in markers.splitlines() if re.search(MARKERS, line) and ":" in line][:5]
     if found:
@@ -332,12 +466,17 @@ def _challenges(verdict: Mail) -> _Challenges:
     return _Challenges(verdict)
 
 
-def _answers(challenges: _Challenges, checked: list[ToolOutcome]) -> str:
+def _answers(
+    challenges: _Challenges, checked: list[ToolOutcome], parts: list[str], findings: dict[str, _Finding]
+) -> str:
+    """The lead's answer to each challenge, from what its reads and greps returned; a point it did not
+    check it says it did not."""
     lines = [f"{ANSWERS}:"]
     for i, item in enumerate(challenges.items, 1):
         if item.startswith("Open markers"):
             quoted = [
-                f"{o.input['file_path']}:{o.input['offset']} `{_first_line(o.output)}`"
+                f"{o.input['file_path']}:{o.input['offset']} "
+                + (f"(could not read: {gist(o.output)})" if o.is_error else f"`{_first_line(o.output)}`")
                 for o in checked
                 if o.name == "read" and "offset" in o.input
             ]
@@ -345,39 +484,67 @@ def _answers(challenges: _Challenges, checked: list[ToolOutcome]) -> str:
             continue
         path = next((p for p in challenges.files if item.startswith(p + " ")), None)
         if path is None:
-            lines.append(f"{i}. Agreed; the report covers it.")
+            lines.append(f"{i}. {_uncovered(item, parts, findings)}")
             continue
         head = next(
             (o for o in checked if o.name == "read" and _subject(o) == path and "offset" not in o.input), None
         )
         defs = next((o for o in checked if o.name == "grep" and o.input["path"] == path), None)
-        n = len(_definitions([defs.output])) if defs else 0
-        purpose = _purpose(head.output) if head else ""
+        if head is None or head.is_error:
+            lines.append(f"{i}. {path}: I could not read it ({gist(head.output) if head else 'not read'}).")
+            continue
+        purpose = _purpose(head.output) or "Its opening lines do not say what it is for."
+        if defs is None or defs.is_error:
+            lines.append(f"{i}. {path}: {purpose} I could not count its definitions.")
+            continue
+        n = len(_definitions([defs.output]))
         size = re.search(r"\((\d+) lines\)", item)
         lines.append(
-            f"{i}. {path}: {purpose or 'its opening lines say nothing'} It has {n} definitions,"
-            f" {int(size.group(1)) // max(n, 1) if size else '?'} lines each on average: one job, several"
-            " steps, which is why it is long."
+            f"{i}. {path}: {purpose} It has {n} definitions,"
+            f" {int(size.group(1)) // max(n, 1) if size else '?'} lines each on average; whether it is too"
+            " big is for its owners to judge."
         )
     return "\n".join(lines)
 
 
+def _uncovered(item: str, parts: list[str], findings: dict[str, _Finding]) -> str:
+    """The answer to a point that names no file: parts the synthesis did not cover, or anything else."""
+    named = re.match(r"The synthesis does not cover (.+)\.$", item)
+    if named is None:
+        return "Noted in the report's review; I did not check it further."
+    missing = [p.strip() for p in named.group(1).split(", ")]
+    unsurveyed = [p for p in missing if p in parts and p not in findings]
+    unlisted = [p for p in missing if p not in parts]
+    said = []
+    if unsurveyed:
+        said.append(f"Agreed: {', '.join(unsurveyed)} went unsurveyed; the report says so.")
+    if unlisted:
+        said.append(
+            f"{', '.join(unlisted)} were not in my listing of the tree, so the report leaves them out."
+        )
+    surveyed = [p for p in missing if p in findings]
+    if surveyed:
+        said.append(f"{', '.join(surveyed)} are surveyed in the report.")
+    return " ".join(said)
+
+
 def _report(
-    parts: list[str], findings: dict[str, _Finding], verdict: str, answers: str, reviewer: str
+    parts: list[str], findings: dict[str, _Finding], review: str, answers: str, reviewer: str | None
 ) -> str:
+    """REPORT.md: each part as its fork found it, the review (or why there is none), the answers."""
     files = sum(f.files for f in findings.values())
     lines = sum(f.lines for f in findings.values())
+    reviewed = f" {reviewer} challenged the synthesis." if answers else ""
     out = [
         "# Survey of this source tree",
         "",
-        f"{len(parts)} parts, {files} files, {lines:,} lines. Each part was surveyed by a fork of the lead"
-        f" (line counts and definitions by grep, purpose from the code's own opening lines);"
-        f" {reviewer} challenged the synthesis.",
+        f"{len(parts)} parts, {files} files, {lines:,} lines. The parts were given to forks of the lead"
+        f" (line counts and definitions by grep, purpose from the code's own opening lines).{reviewed}",
         "",
         "## Parts",
     ]
     for part in parts:
         finding = findings.get(part)
         out += ["", f"### {part}", finding.text if finding else "Not surveyed."]
-    out += ["", "## Review", "", verdict, "", answers, ""]
+    out += ["", "## Review", "", review, "", answers, ""]
     return "\n".join(out)
