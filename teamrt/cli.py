@@ -860,15 +860,10 @@ def _list_models(as_json: bool = False) -> int:
 
 def _model_json(name: str, info: ModelInfo, overridden: bool) -> dict[str, object]:
     """One model of ``models --json``: prices in USD per million tokens."""
+    import dataclasses
 
     def prices(p: Price) -> dict[str, float]:
-        return {
-            "input": p.input,
-            "output": p.output,
-            "cache_write_5m": p.cache_write_5m,
-            "cache_write_1h": p.cache_write_1h,
-            "cache_read": p.cache_read,
-        }
+        return dataclasses.asdict(p)  # input, output, cache_write_5m, cache_write_1h, cache_read
 
     long = info.long_context_price
     return {

@@ -466,6 +466,9 @@ def test_grep_modes_case_and_file_filter(ctx: ToolContext, ws: Path) -> None:
     assert (
         run(ctx, "grep", pattern="MARK", output_mode="count", **{"-i": True}).content == "b.txt:1\nsrc/a.py:2"
     )
+    one_file = {"output_mode": "count", "path": "src/a.py", "-i": True}
+    assert run(ctx, "grep", pattern="MARK", **one_file).content == "src/a.py:2", "a single file is named too"
+    assert run(ctx, "grep", pattern="MARK", path="b.txt").content == "b.txt"
     assert (
         run(ctx, "grep", pattern="MARK", output_mode="content", glob="*.py").content == "src/a.py:2:MARK: one"
     )

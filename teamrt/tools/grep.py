@@ -183,7 +183,11 @@ class _Target:
         if query.mode == "content":
             argv += ["--json", *(f"{_CONTEXT_FLAGS[k]}={n}" for k, n in query.context.items())]
         else:
-            argv += ["--null", "--count" if query.mode == "count" else "--files-with-matches"]
+            argv += [
+                "--null",
+                "--with-filename",
+                "--count" if query.mode == "count" else "--files-with-matches",
+            ]
         if query.glob is not None:
             argv.append(f"--glob={query.glob}")
         argv.append("--glob=!.git")  # after the model's glob: the last glob that matches wins
