@@ -448,8 +448,10 @@ def test_gc_counts_commits_not_merged_and_uncommitted_files_as_work(tmp_path: Pa
         "1 unmerged commit(s) and uncommitted changes in 2 file(s) (app.py, .gitattributes)"
     )
     assert not pwned.exists(), "gc ran the filter the agent planted"
-    subprocess.run(["git", "status"], cwd=path, env={**os.environ, **env}, capture_output=True, check=False)
-    assert pwned.exists(), "the rig is real: a plain git status there runs it"
+    # hash-object cleans the file whatever its stat says (git status would only if it looked changed)
+    plain = ["git", "hash-object", "app.py"]
+    subprocess.run(plain, cwd=path, env={**os.environ, **env}, capture_output=True, check=False)
+    assert pwned.exists(), "the rig is real: a plain git command there runs it"
     (path / ".git").unlink()  # git's own records no longer lead to it: nothing can be checked, so keep it
     assert unmerged_work(repo, run_dir, path, None, [base]) == (
         "git no longer knows this worktree, so its files cannot be checked"
