@@ -17,8 +17,9 @@ Commands teamrt runs *in* a checkout (listing its changes, committing what is
 left, merging the integration branch in) run in the agent's sandbox too: the
 agent writes the checkout's git metadata, so it could point
 git at a configuration of its own (a ``filter`` driver, say) that git would
-run. Outside the sandbox teamrt only reads HEAD, with ``GIT_DIR`` and
-``GIT_COMMON_DIR`` set so that nothing the agent wrote chooses the repository.
+run. Outside the sandbox teamrt only reads a checkout (its HEAD; its changes for the TUI's
+diff and for ``teamrt gc``), with ``GIT_DIR`` and ``GIT_COMMON_DIR`` set so that nothing the
+agent wrote chooses the repository.
 """
 
 from __future__ import annotations
