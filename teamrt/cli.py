@@ -20,6 +20,7 @@ from .settings import SettingsError
 if TYPE_CHECKING:
     from .models.catalog import ModelInfo, Price
     from .runtime.teamrun import RunSummary
+    from .store import RunRecord
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -675,7 +676,8 @@ def _resume(args: argparse.Namespace) -> int:
     try:
         if args.detach:
             return _resume_detached(args.run)
-        with runs.reading(home.existing_run_dir(args.run), args.run) as reader:
+        run_dir, _ = _crashed_run(args.run)  # before any progress line: a live run is refused at once
+        with runs.reading(run_dir, args.run) as reader:
             seen = reader.last_events(1)
         after = seen[-1].id if seen else 0
         return _foreground(lambda: asyncio.run(resume_run(args.run)), args.run, args, after=after)
@@ -684,18 +686,26 @@ def _resume(args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
 
-def _resume_detached(run_id: str) -> int:
-    """``resume --detach``: a crashed run, taken over by a process in a session of its own; returns
-    once that process owns the run (or has failed to)."""
+def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
+    """The directory and record of run ``run_id``; raises ``NotResumable`` unless it crashed."""
     from . import home, runs
     from .runtime.teamrun import NotResumable
 
     run_dir = home.existing_run_dir(run_id)
     with runs.reading(run_dir, run_id) as reader:
-        before = reader.run()
-    status = runs.run_status(before)
+        run = reader.run()
+    status = runs.run_status(run)
     if status != runs.CRASHED:
         raise NotResumable(f"run {run_id} is {status}; only a crashed run can be resumed")
+    return run_dir, run
+
+
+def _resume_detached(run_id: str) -> int:
+    """``resume --detach``: a crashed run, taken over by a process in a session of its own; returns
+    once that process owns the run (or has failed to)."""
+    from . import runs
+
+    run_dir, before = _crashed_run(run_id)
 
     def taken_over() -> bool:
         with runs.reading(run_dir, run_id) as reader:
