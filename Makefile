@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/chaos.py
 	$(BIN)/python benchmarks/resume.py
 	$(BIN)/python benchmarks/tui.py
+	$(BIN)/python benchmarks/grep.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,7 @@ from .mailbox import MailboxError
 from .settings import SettingsError
 
 if TYPE_CHECKING:
+    from .agents import AgentDefinition
     from .models.catalog import ModelInfo, Price
     from .runtime.teamrun import RunSummary
     from .store import RunRecord
@@ -207,6 +208,31 @@ def build_parser() -> argparse.ArgumentParser:
         " file's overrides applied, and each model's minimum cacheable prefix.",
     )
     models.add_argument("--json", action="store_true", help="print the table as one JSON array")
+    agents = commands.add_parser(
+        "agents",
+        help="list the agents this repository's runs can use, with what did not load",
+        description="Every agent definition that loads here: teamrt's built-ins, then ~/.claude/agents,"
+        " .claude/agents and .teamrt/agents (subfolders included), a later one replacing an earlier one"
+        " of the same name; each with its scope, file, model and tools. Then the definitions replaced,"
+        " the warnings (tools teamrt lacks, fields it does not use) and the files skipped, each with its"
+        " cause. The built-in team lets its lead spawn every agent not built in, by its role name.",
+    )
+    agents.add_argument("--json", action="store_true", help="print the agents as one JSON object")
+    trust = commands.add_parser(
+        "trust",
+        help="let this repository's hooks (.claude/settings.json) run, as they are now",
+        description="Hooks in .claude/settings.json and .claude/settings.local.json are commands that came"
+        " with the repository, so teamrt runs them only after you trusted them: read them, then run teamrt"
+        " trust at the top of the repository. It records, outside the repository, a hash of those hooks"
+        " as they are now; a change to them stops them until you trust them again. Your own hooks"
+        " (~/.claude/settings.json) need no trust. Every hook runs in the sandbox of Bash.",
+    )
+    trusting = trust.add_mutually_exclusive_group()
+    trusting.add_argument("--revoke", action="store_true", help="stop trusting this repository's hooks")
+    trusting.add_argument(
+        "--list", action="store_true", help="list the repositories whose hooks you trusted, and whether"
+        " that trust still holds"
+    )  # fmt: skip
     ls = commands.add_parser(
         "ls",
         help="list the runs, newest first",
@@ -332,6 +358,10 @@ def _run(args: argparse.Namespace) -> int:
         return _demo(args)
     if args.command == "models":
         return _list_models(args.json)
+    if args.command == "agents":
+        return _list_agents(args.json)
+    if args.command == "trust":
+        return _trust(args)
     if args.command == "run":
         return _run_one(args)
     if args.command == "init":
@@ -680,7 +710,9 @@ def _resume(args: argparse.Namespace) -> int:
         with runs.reading(run_dir, args.run) as reader:
             seen = reader.last_events(1)
         after = seen[-1].id if seen else 0
-        return _foreground(lambda: asyncio.run(resume_run(args.run)), args.run, args, after=after)
+        notice = _notice if not args.quiet else _warning
+        work = resume_run(args.run, on_notice=notice)
+        return _foreground(lambda: asyncio.run(work), args.run, args, after=after)
     except errors as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -833,6 +865,101 @@ def _git_command(args: argparse.Namespace) -> int:
     except (home.UnknownRun, runs.RunsError, StoreError, ApplyError, GitError) as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
+    return 0
+
+
+def _list_agents(as_json: bool = False) -> int:
+    """``agents``: what ``scan_definitions`` finds for this repository, as text or one JSON object."""
+    from . import home
+    from .agents import one_line, role_name, scan_definitions
+
+    project = home.project_root()
+    scan = scan_definitions(project)
+
+    def where(source: str) -> str:
+        path = Path(source)
+        return one_line(str(path.relative_to(project)) if path.is_relative_to(project) else source)
+
+    def tools(names: tuple[str, ...] | None) -> str:
+        return "all" if names is None else ", ".join(names) or "none"
+
+    if as_json:
+        _print_json({
+            "project": str(project),
+            "agents": [
+                {"name": d.name, "role": role_name(d.name), "scope": d.scope, "path": d.source,
+                 "description": d.description, "model": d.model, "tools": d.tools,
+                 "disallowed_tools": d.disallowed_tools, "permission_mode": d.permission_mode,
+                 "max_turns": d.max_turns, "warnings": d.warnings}
+                for d in scan.definitions.values()
+            ],
+            "overridden": [{"name": d.name, "scope": d.scope, "path": d.source} for d in scan.overridden],
+            "skipped": scan.skipped,
+            "warnings": scan.warnings,
+        })  # fmt: skip
+        return 0
+
+    def row(d: AgentDefinition) -> tuple[str, ...]:
+        refused = f" (not {', '.join(d.disallowed_tools)})" if d.disallowed_tools else ""
+        return d.name, d.scope, one_line(d.model or "inherit"), tools(d.tools) + refused, where(d.source)
+
+    rows = [("agent", "scope", "model", "tools", "file"), *map(row, scan.definitions.values())]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(f"{cell:{width}}" for cell, width in zip(r, widths, strict=False)) + f"  {r[-1]}")
+    replaced = [f"{d.name} ({d.scope}): {where(d.source)}" for d in scan.overridden]
+    loaded = [line for d in scan.definitions.values() for line in d.warnings]
+    sections = (
+        ("replaced by a later definition", replaced),
+        ("warnings", [*scan.notes, *loaded]),
+        ("skipped, did not load", list(scan.skipped)),
+    )
+    for title, lines in sections:
+        if lines:
+            print(f"\n{title}:")
+            print(*(f"  {line}" for line in lines), sep="\n")
+    return 0
+
+
+def _trust(args: argparse.Namespace) -> int:
+    """``trust``: record (or revoke, or list) the person's trust in this repository's hooks."""
+    from . import home
+    from .claudecode import trust
+    from .claudecode.hooks import parse_hooks
+    from .claudecode.settings import SettingsError as ClaudeSettingsError
+    from .claudecode.settings import read_settings_files
+
+    try:
+        if args.list:
+            entries = sorted(trust.trusted_projects().values(), key=lambda t: t.project)
+            for entry in entries:
+                print(f"{entry.project}  trusted {entry.trusted_at}: {trust.trust_state(entry)}")
+            if not entries:
+                print("no repository's hooks are trusted (teamrt trust in one trusts its hooks)")
+            return 0
+        project = home.project_root()
+        if args.revoke:
+            said = "no longer trusts" if trust.revoke(project) else "had no trust recorded for"
+            print(f"teamrt {said} the hooks of {project}")
+            return 0
+        files = read_settings_files(project)
+        digest = trust.hooks_digest(files)
+        if digest is None:
+            print(f"nothing to trust: {project}/.claude/settings.json and settings.local.json have no hooks")
+            return 0
+        parsed = parse_hooks(files)
+        for problem in parsed.problems:
+            print(f"teamrt: warning: {problem}", file=sys.stderr)
+        trust.trust(project, digest)
+    except (ClaudeSettingsError, trust.TrustError) as e:
+        print(f"teamrt: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"teamrt trusts the hooks of {project} as they are now; they run in its runs:")
+    for hook in parsed.scoped(*trust.REPOSITORY_SCOPES).hooks:
+        on = f" [{hook.matcher}]" if hook.matcher else ""
+        command = "\n    ".join(hook.command.strip().splitlines())
+        print(f"  {hook.event}{on} ({hook.scope}): {command}")
+    print("A change to them stops them until you trust them again; teamrt trust --revoke takes this back.")
     return 0
 
 

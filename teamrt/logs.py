@@ -193,6 +193,16 @@ def _task(data: dict[str, Any]) -> str:
     return said
 
 
+def _hook(data: dict[str, Any]) -> str:
+    """``PreToolUse blocked (exit 2, 41 ms) ./guard.sh: no rm -rf here``."""
+    facts = [f"exit {_text(data['code'])}" if data.get("code") is not None else ""]
+    facts.append(f"{_text(data['ms'])} ms" if data.get("ms") is not None else "")
+    said = f"{_text(data.get('event', '?'))} {_text(data.get('outcome', '?'))}"
+    said += f" ({', '.join(f for f in facts if f)})" if any(facts) else ""
+    tail = [_text(data[key]) for key in ("command", "note") if data.get(key)]
+    return f"{said} {': '.join(tail)}" if tail else said
+
+
 _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "run.created": lambda d: f"task: {_text(d.get('task', ''))}",
     "run.owner": _owner,
@@ -214,6 +224,7 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
         + f": {_text(d.get('reason', '?'))}"
     ),
     "ask.answered": _answered,
+    "hook": _hook,
     **{f"agent.{end}": _ended for end in ("done", "failed", "stopped")},
     **{f"merge.{status}": _merge for status in MERGE_STATUSES},
 }

@@ -21,11 +21,13 @@ from .store import EventRecord
 KINDS = frozenset({
     "run.resumed", "agent.added", "agent.status", "spawn", "spawn.failed", "sim.unplayed", "task.created",
     "task.claimed", "task.updated", "merge.queued", "merge.merged", "merge.red", "merge.conflict",
-    ASK,
+    ASK, "hook",
 })  # fmt: skip
 """The event kinds shown as progress; the whole log is ``teamrt logs RUN``."""
 QUIET_STATUSES = frozenset({"running", "idle", "pending"})
 """``agent.status`` events left out: an agent going about its work."""
+SHOWN_HOOKS = frozenset({"error", "timeout", "not run", "ignored"})
+"""The outcomes of ``hook`` events shown: a hook that failed, or whose block was ignored."""
 POLL_S = 0.2
 
 Out = Callable[[str], None]
@@ -34,6 +36,8 @@ Out = Callable[[str], None]
 def shown(event: EventRecord) -> bool:
     if event.kind not in KINDS:
         return False
+    if event.kind == "hook":
+        return event.data.get("outcome") in SHOWN_HOOKS
     return event.kind != "agent.status" or event.data.get("status") not in QUIET_STATUSES
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from teamrt.claudecode.paths import CONFIG_DIR_ENV
 from teamrt.mailbox import Mailbox, open_watcher
 from teamrt.mailbox.watcher import Watcher
 from teamrt.models import BLOCK_ENV, ModelRequest, ModelResponse, open_model
@@ -49,7 +50,7 @@ RUN = "run1"
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Tests never reach a developer's ``TEAMRT_DB`` server, settings file or model account.
+    """Tests never reach a developer's ``TEAMRT_DB`` server, settings files, ``~/.claude`` or model account.
 
     ``TEAMRT_NO_REAL_MODELS`` makes any model off loopback fail loudly, in this
     process and in every process a test starts.
@@ -59,6 +60,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(BLOCK_ENV, "1")
     monkeypatch.setenv(SETTINGS_ENV, str(tmp_path / "no-settings.toml"))
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "no-claude-home"))
 
 
 FAST = Settings(

@@ -2,7 +2,7 @@
 real tools, permissions, sandbox, store and supervisor, in a scene with things worth stealing or breaking.
 
     def test_x(scene: Scene) -> None:
-        said = scene.attack(("bash", {"command": "cat ~/.ssh/id_rsa"}))
+        said = scene.attack(("Bash", {"command": "cat ~/.ssh/id_rsa"}))
         assert "PRIVATE KEY" not in said[0].content
         scene.untouched()
 """

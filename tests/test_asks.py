@@ -39,7 +39,7 @@ from teamrt.runtime.teamrun import Choices, single_team, team_from_file
 from teamrt.store import EventRecord, StoreReader, create_store, open_store
 
 RUN = "r1"
-WRITE = Reply().call("write", {"file_path": "note.txt", "content": "hello\n"})  # asks: default mode
+WRITE = Reply().call("Write", {"file_path": "note.txt", "content": "hello\n"})  # asks: default mode
 
 
 @pytest.fixture
@@ -149,13 +149,13 @@ def test_an_ask_allowed_by_a_person_runs_the_tool(home: Path, project: Path) -> 
     assert not tool_result(model).get("is_error")
     [ask] = seen
     assert (ask.agent, ask.tool, ask.input, ask.wait_s) == (
-        "lead", "write", {"file_path": "note.txt", "content": "hello\n"}, 60.0,
+        "lead", "Write", {"file_path": "note.txt", "content": "hello\n"}, 60.0,
     )  # fmt: skip
     assert ask.id.startswith("ask-") and len(ask.id) == 12 and "needs approval" in ask.reason
     assert [e.kind for e in events] == ["ask", "ask.answered"]
     assert events[0].agent == events[1].agent == "lead"
     assert events[0].data == {
-        "id": ask.id, "tool": "write", "input": ask.input, "reason": ask.reason, "wait_s": 60.0,
+        "id": ask.id, "tool": "Write", "input": ask.input, "reason": ask.reason, "wait_s": 60.0,
     }  # fmt: skip
     assert answered(events) == [{"id": ask.id, "allowed": True, "by": "user", "reason": "allowed by user"}]
 
@@ -219,7 +219,7 @@ def test_a_stop_while_an_ask_waits_ends_the_agent_at_once(home: Path, project: P
 def test_answers_to_unknown_or_answered_asks_are_refused_and_ignored_if_mailed(
     home: Path, project: Path
 ) -> None:
-    second = Reply().call("write", {"file_path": "two.txt", "content": "2\n"})
+    second = Reply().call("Write", {"file_path": "two.txt", "content": "2\n"})
     refusals: list[str] = []
 
     async def answer_twice(run_dir: Path) -> None:
@@ -280,7 +280,7 @@ def test_teamrt_answer_and_show(home: Path, project: Path, capsys: pytest.Captur
     assert code == 0 and err == ""
     shown = out.splitlines()
     at = shown.index("asks waiting (answer with: teamrt answer r1 ASK allow|deny)")
-    assert shown[at + 2].split() == [ask_id, "lead", "write:", "note.txt"]
+    assert shown[at + 2].split() == [ask_id, "lead", "Write:", "note.txt"]
     code, out, err = said["unknown ask"]
     assert (code, out) == (1, "")
     assert err == f"teamrt: no ask 'ask-12345678' in run 'r1' (asks waiting: {ask_id})\n"
@@ -295,7 +295,7 @@ def test_teamrt_answer_and_show(home: Path, project: Path, capsys: pytest.Captur
     code, out, err = cli(capsys, "logs", RUN)
     said_by = [" ".join(line.split()[1:]) for line in out.splitlines()]  # agent, kind and summary
     assert (
-        f"lead ask {ask_id} write: note.txt (write needs approval in default mode); waits 60s for an answer"
+        f"lead ask {ask_id} Write: note.txt (Write needs approval in default mode); waits 60s for an answer"
         in said_by
     )
     assert f"lead ask.answered {ask_id} allowed by user" in said_by
@@ -377,7 +377,7 @@ from teamrt.store import create_store
 run_dir, project = Path(sys.argv[1]), Path(sys.argv[2])
 lead = RoleSpec("lead", "lead", None, None, None, None, None)
 team = TeamFile(path=project / "team.toml", name="t", lead=lead, ask_wait=600)
-model = ScriptedModel([Reply().call("write", {"file_path": "note.txt", "content": "hello\\n"})])
+model = ScriptedModel([Reply().call("Write", {"file_path": "note.txt", "content": "hello\\n"})])
 
 async def go() -> None:
     kept = {"team": team_to_json(team)}

@@ -1,6 +1,6 @@
 """The file tools against a sandboxed shell that swaps a directory for a symlink as fast as it can.
 
-write, edit and read run in teamrt's own process, outside the sandbox. The
+Write, Edit, MultiEdit, Read and LS run in teamrt's own process, outside the sandbox. The
 shell (a real bwrap sandbox, through the bash tool) exchanges ``d/`` and a
 symlink to a directory outside the workspace atomically (``renameat2`` with
 RENAME_EXCHANGE), so ``d`` always exists and is, at any instant, one or the
@@ -43,12 +43,17 @@ print(swaps)
 """
 
 WORK: list[tuple[str, dict[str, Any]]] = [
-    ("write", {"file_path": "d/payload.txt", "content": "inside\n"}),
-    ("edit", {"file_path": "d/payload.txt", "old_string": "inside", "new_string": "edited"}),
-    ("read", {"file_path": "d/payload.txt"}),
-    ("write", {"file_path": "d/new/deeper.txt", "content": "deeper\n"}),
-    ("edit", {"file_path": "d/payload.txt", "old_string": "edited", "new_string": "inside"}),
-    ("read", {"file_path": "d/new/deeper.txt"}),
+    ("Write", {"file_path": "d/payload.txt", "content": "inside\n"}),
+    ("Edit", {"file_path": "d/payload.txt", "old_string": "inside", "new_string": "edited"}),
+    ("Read", {"file_path": "d/payload.txt"}),
+    ("Write", {"file_path": "d/new/deeper.txt", "content": "deeper\n"}),
+    ("Edit", {"file_path": "d/payload.txt", "old_string": "edited", "new_string": "inside"}),
+    ("Read", {"file_path": "d/new/deeper.txt"}),
+    ("MultiEdit", {"file_path": "d/payload.txt", "edits": [{"old_string": "in", "new_string": "IN"}]}),
+    ("MultiEdit", {"file_path": "d/payload.txt", "edits": [{"old_string": "IN", "new_string": "in"}]}),
+    ("MultiEdit", {"file_path": "d/made/new.txt", "edits": [{"old_string": "", "new_string": "made\n"}]}),
+    ("LS", {"path": "d"}),
+    ("LS", {}),
 ]
 
 
@@ -72,12 +77,13 @@ def test_a_shell_swapping_a_directory_for_a_symlink_never_leads_a_file_tool_outs
     for path in (workspace, outside / "new", run_dir):
         path.mkdir(parents=True)
     (outside / "payload.txt").write_text("outside secret\n")
+    (outside / "outside-only.txt").write_text("")
     before = snapshot(outside)
     ctx = ToolContext(workspace=workspace, run_dir=run_dir)
     command = f"{PYTHON} -c {shlex.quote(SWAPPER)} {shlex.quote(str(outside))}"
 
     async def race() -> tuple[Counter[str], list[str], str]:
-        shell = asyncio.create_task(Bash().run({"command": command, "timeout": 120}, ctx))
+        shell = asyncio.create_task(Bash().run({"command": command, "timeout": 120_000}, ctx))
         while not (workspace / "started").exists():
             assert not shell.done(), shell.result().content
             await asyncio.sleep(0.01)
@@ -102,7 +108,7 @@ def test_a_shell_swapping_a_directory_for_a_symlink_never_leads_a_file_tool_outs
     outcomes, shown, swaps = asyncio.run(race())
     assert snapshot(outside) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "outside", "ws"]
-    assert not any("outside secret" in text for text in shown)
+    assert not any("outside secret" in text or "outside-only" in text for text in shown)
     assert sum(outcomes.values()) == CALLS
     # the race was run both ways: calls that found the directory, calls that found the symlink
     assert outcomes["done"] > 0 and outcomes["outside"] > 0, outcomes

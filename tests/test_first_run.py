@@ -252,7 +252,7 @@ def test_ctrl_c_says_how_to_resume_and_resume_answers_once(repo: Path, stalled: 
 def test_an_ask_that_waits_says_how_to_answer_it(repo: Path) -> None:
     def writes_once(request: SimRequest) -> Reply:
         if request.turns == 0:
-            return Reply().call("write", {"file_path": "NOTES.md", "content": "notes\n"})
+            return Reply().call("Write", {"file_path": "NOTES.md", "content": "notes\n"})
         return Reply().say(f"wrote it: {request.tool_outcomes[0].output}")
 
     team = repo / "team.toml"

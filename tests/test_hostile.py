@@ -52,7 +52,7 @@ from teamrt.worktree.apply import NOT_RUN, ApplyError, apply, plan_apply
 
 
 def bash(command: str) -> Call:
-    return ("bash", {"command": command})
+    return ("Bash", {"command": command})
 
 
 # == The sandbox: capabilities, homes, secrets, network, limits, .git, other runs, opting in =============
@@ -230,7 +230,7 @@ def test_without_bwrap_bash_is_refused_and_says_how_to_opt_in(
     NoBwrap(monkeypatch)
     said = scene.attack(bash("touch pwned"), bash("echo again"))
     for s in said:
-        assert s.is_error and s.content.startswith("bash: refused: bubblewrap (bwrap) is not installed")
+        assert s.is_error and s.content.startswith("Bash: refused: bubblewrap (bwrap) is not installed")
         assert "teamrt run --unconfined" in s.content and "[sandbox] unconfined = true" in s.content
     assert not (scene.project / "pwned").exists()
     [event] = open_reader(scene.run_dir, scene.run_dir.name).events(kinds=(SANDBOX_EVENT,))
@@ -365,11 +365,11 @@ LEAD_FILE = "---\nname: lead\ndescription: leads\n---\nBe careful.\n"
 
 
 def write(path: str, content: str = AGENT_FILE) -> Call:
-    return ("write", {"file_path": path, "content": content})
+    return ("Write", {"file_path": path, "content": content})
 
 
 def edit(path: str, old: str, new: str) -> Call:
-    return ("edit", {"file_path": path, "old_string": old, "new_string": new})
+    return ("Edit", {"file_path": path, "old_string": old, "new_string": new})
 
 
 def refused(said: Said, why: str) -> bool:
@@ -410,17 +410,17 @@ def test_no_agent_reads_or_lists_teamrts_home(scene: Scene) -> None:
     (scene.home / "runs/other/notes.txt").write_text(f"{SECRET}\n")
     own_store = scene.home / "runs/r1/run.db"  # the run this attack makes
     said = scene.attack(
-        ("read", {"file_path": ".teamrt/runs/other/run.db"}),
-        ("read", {"file_path": str(scene.other_store)}),
-        ("read", {"file_path": ".teamrt/runs/other/notes.txt"}),
-        ("read", {"file_path": str(own_store)}),
+        ("Read", {"file_path": ".teamrt/runs/other/run.db"}),
+        ("Read", {"file_path": str(scene.other_store)}),
+        ("Read", {"file_path": ".teamrt/runs/other/notes.txt"}),
+        ("Read", {"file_path": str(own_store)}),
         edit(".teamrt/runs/other/notes.txt", "TOP", "NOT"),
-        ("glob", {"pattern": "**/*", "path": ".teamrt"}),
-        ("grep", {"pattern": "TOP SECRET", "path": ".teamrt/runs"}),
+        ("Glob", {"pattern": "**/*", "path": ".teamrt"}),
+        ("Grep", {"pattern": "TOP SECRET", "path": ".teamrt/runs"}),
         [
-            ("glob", {"pattern": "**/*"}),
-            ("glob", {"pattern": ".teamrt/**"}),
-            ("grep", {"pattern": "TOP SECRET"}),
+            ("Glob", {"pattern": "**/*"}),
+            ("Glob", {"pattern": ".teamrt/**"}),
+            ("Grep", {"pattern": "TOP SECRET"}),
         ],
     )
     for result in said[:4]:
@@ -444,15 +444,15 @@ def test_symlinks_and_dot_dots_lead_nowhere_outside(scene: Scene) -> None:
     (scene.project / "src/up").symlink_to("../../outside")
     said = scene.attack(
         [
-            ("read", {"file_path": "out/secret.txt"}),
-            ("read", {"file_path": "secret.txt"}),
-            ("read", {"file_path": "key"}),
-            ("read", {"file_path": "src/up/secret.txt"}),
-            ("read", {"file_path": "../outside/secret.txt"}),
-            ("read", {"file_path": "src/../../outside/secret.txt"}),
-            ("read", {"file_path": str(scene.outside / "secret.txt")}),
-            ("glob", {"pattern": "*", "path": ".."}),
-            ("grep", {"pattern": "TOP", "path": "out"}),
+            ("Read", {"file_path": "out/secret.txt"}),
+            ("Read", {"file_path": "secret.txt"}),
+            ("Read", {"file_path": "key"}),
+            ("Read", {"file_path": "src/up/secret.txt"}),
+            ("Read", {"file_path": "../outside/secret.txt"}),
+            ("Read", {"file_path": "src/../../outside/secret.txt"}),
+            ("Read", {"file_path": str(scene.outside / "secret.txt")}),
+            ("Glob", {"pattern": "*", "path": ".."}),
+            ("Grep", {"pattern": "TOP", "path": "out"}),
         ],
         [
             write("out/new.txt", "x"),
@@ -461,7 +461,7 @@ def test_symlinks_and_dot_dots_lead_nowhere_outside(scene: Scene) -> None:
             write("../x.txt", "x"),
         ],
         edit("secret.txt", "TOP", "NOT"),
-        [("grep", {"pattern": "TOP SECRET|PRIVATE KEY"}), ("glob", {"pattern": "**/*"})],
+        [("Grep", {"pattern": "TOP SECRET|PRIVATE KEY"}), ("Glob", {"pattern": "**/*"})],
     )
     for result in said[:-2]:
         assert result.is_error and "is outside the workspace" in result.content, result
@@ -477,30 +477,30 @@ def test_hostile_input_gets_a_clear_error_and_the_agent_goes_on(scene: Scene) ->
     long_path = "src/" + "a" * 5000
     said = scene.attack(
         [
-            ("read", {"file_path": long_path}),
+            ("Read", {"file_path": long_path}),
             write(long_path, "x"),
-            ("glob", {"pattern": "*", "path": long_path}),
-            ("read", {"file_path": "src/" + "b" * 300}),
+            ("Glob", {"pattern": "*", "path": long_path}),
+            ("Read", {"file_path": "src/" + "b" * 300}),
             write("src/" + "b" * 300, "x"),
         ],
         [
-            ("read", {"file_path": "src/\ud800.py"}),
+            ("Read", {"file_path": "src/\ud800.py"}),
             write("src/ok.py", "print('\ud83d')\n"),
             edit("src/app.py", "hello", "\udfff"),
-            ("grep", {"pattern": "\ud800", "glob": "*\udc00"}),
-            ("glob", {"pattern": "*\ud800"}),
+            ("Grep", {"pattern": "\ud800", "glob": "*\udc00"}),
+            ("Glob", {"pattern": "*\ud800"}),
         ],
-        ("read", {"file_path": "src/app.py"}),
+        ("Read", {"file_path": "src/app.py"}),
     )
     assert said[:5] == [
-        Said("read: file_path is longer than 4096 bytes", True),
-        Said("write: file_path is longer than 4096 bytes", True),
-        Said("glob: path is longer than 4096 bytes", True),
-        Said(f"read: src/{'b' * 300} has a name longer than 255 bytes", True),
-        Said(f"write: src/{'b' * 300} has a name longer than 255 bytes", True),
+        Said("Read: file_path is longer than 4096 bytes", True),
+        Said("Write: file_path is longer than 4096 bytes", True),
+        Said("Glob: path is longer than 4096 bytes", True),
+        Said(f"Read: src/{'b' * 300} has a name longer than 255 bytes", True),
+        Said(f"Write: src/{'b' * 300} has a name longer than 255 bytes", True),
     ]
     # the loop replaces a lone surrogate by U+FFFD before any tool sees it (the tools refuse one too)
-    assert said[5] == Said("read: src/\ufffd.py does not exist", True)
+    assert said[5] == Said("Read: src/\ufffd.py does not exist", True)
     assert said[6:10] == [
         Said("created src/ok.py (1 lines)", False),
         Said("edited src/app.py: 1 replacement(s)", False),
@@ -513,9 +513,9 @@ def test_hostile_input_gets_a_clear_error_and_the_agent_goes_on(scene: Scene) ->
 
 
 def test_a_nul_in_a_path_gets_a_clear_error(scene: Scene) -> None:
-    said = scene.attack(("read", {"file_path": "src/app\0.py"}), ("read", {"file_path": "README.md"}))
+    said = scene.attack(("Read", {"file_path": "src/app\0.py"}), ("Read", {"file_path": "README.md"}))
     assert said == [
-        Said("read: file_path must be a non-empty path without NUL characters", True),
+        Said("Read: file_path must be a non-empty path without NUL characters", True),
         Said("     1\t# demo", False),
     ]
 
@@ -529,12 +529,12 @@ def test_a_catastrophic_pattern_ends_at_the_time_limit_and_the_run_goes_on(
     for name in ("big1.txt", "big2.txt"):
         (scene.project / name).write_bytes(b"\n".join(noise[i : i + 80] for i in range(0, len(noise), 80)))
     said = scene.attack(
-        ("grep", {"pattern": "(a+)+$", "path": "short.txt"}),
-        [("grep", {"pattern": "[ab]*a[ab]{30}c"}), ("read", {"file_path": "short.txt"})],
-        ("read", {"file_path": "README.md"}),
+        ("Grep", {"pattern": "(a+)+$", "path": "short.txt"}),
+        [("Grep", {"pattern": "[ab]*a[ab]{30}c"}), ("Read", {"file_path": "short.txt"})],
+        ("Read", {"file_path": "README.md"}),
     )
     assert said[0] == Said("no matches for '(a+)+$'", False)
-    assert said[1] == Said("grep: stopped after 1 s; narrow the pattern, path or glob", True)
+    assert said[1] == Said("Grep: stopped after 1 s; narrow the pattern, path or glob", True)
     assert said[2] == Said("     1\t" + "a" * 40 + "!", False)
     assert said[3] == Said("     1\t# demo", False)
 
@@ -546,11 +546,11 @@ def test_a_read_deny_rule_holds_through_symlinks_and_walks(scene: Scene) -> None
     (scene.project / "vault").symlink_to("secrets")
     said = scene.attack(
         [
-            ("read", {"file_path": "alias.txt"}),
-            ("read", {"file_path": "vault/launch.txt"}),
-            ("grep", {"pattern": "hunter2", "output_mode": "content"}),
-            ("grep", {"pattern": "hunter2", "path": "alias.txt"}),
-            ("glob", {"pattern": "**/*.txt"}),
+            ("Read", {"file_path": "alias.txt"}),
+            ("Read", {"file_path": "vault/launch.txt"}),
+            ("Grep", {"pattern": "hunter2", "output_mode": "content"}),
+            ("Grep", {"pattern": "hunter2", "path": "alias.txt"}),
+            ("Glob", {"pattern": "**/*.txt"}),
         ],
         deny=("Read(secrets/**)",),
     )
@@ -648,14 +648,14 @@ def test_a_read_deny_rule_covers_grep_and_glob_without_a_path(scene: Scene) -> N
     (secrets / "launch.txt").write_text("hunter2 is the code\n")
     (scene.project / "notes.txt").write_text("hunter2 is not here\n")
     said = scene.attack(
-        ("grep", {"pattern": "hunter2"}),
-        ("grep", {"pattern": "hunter2", "output_mode": "content"}),
-        ("grep", {"pattern": "hunter2", "path": "."}),
-        ("grep", {"pattern": "hunter2", "glob": "secrets/**"}),
-        ("glob", {"pattern": "**/*.txt"}),
-        ("glob", {"pattern": "secrets/*"}),
-        ("read", {"file_path": "secrets/launch.txt"}),
-        ("grep", {"pattern": "hunter2", "path": "secrets"}),
+        ("Grep", {"pattern": "hunter2"}),
+        ("Grep", {"pattern": "hunter2", "output_mode": "content"}),
+        ("Grep", {"pattern": "hunter2", "path": "."}),
+        ("Grep", {"pattern": "hunter2", "glob": "secrets/**"}),
+        ("Glob", {"pattern": "**/*.txt"}),
+        ("Glob", {"pattern": "secrets/*"}),
+        ("Read", {"file_path": "secrets/launch.txt"}),
+        ("Grep", {"pattern": "hunter2", "path": "secrets"}),
         deny=("Read(secrets/**)",),
     )
     for result in said:
@@ -921,10 +921,10 @@ def attack(marks: Path) -> list[tuple[str, dict[str, str]]]:
         f".git/hooks/{name}" for name in ("post-checkout", "post-merge", "reference-transaction")
     )
     return [
-        ("bash", {"command": f"git config filter.x.smudge {shlex.quote(leaves(marks, 'smudge', 'cat'))}"
+        ("Bash", {"command": f"git config filter.x.smudge {shlex.quote(leaves(marks, 'smudge', 'cat'))}"
                              f" && git config filter.x.clean {shlex.quote(leaves(marks, 'clean', 'cat'))}"}),
-        ("write", {"file_path": ".git/info/attributes", "content": "* filter=x\n"}),
-        ("bash", {"command": f"for h in {hooks}; do printf %s {hook} > $h && chmod +x $h; done"}),
+        ("Write", {"file_path": ".git/info/attributes", "content": "* filter=x\n"}),
+        ("Bash", {"command": f"for h in {hooks}; do printf %s {hook} > $h && chmod +x $h; done"}),
     ]  # fmt: skip
 
 
@@ -967,7 +967,7 @@ def test_a_filter_and_hooks_a_lead_tries_to_plant_in_git_never_run_in_teamrts_gi
 def planted_by_an_earlier_run(project: Path, marks: Path) -> None:
     """What ``attack`` does, done on the host: what a run before ``.git`` was read-only could leave."""
     for name, call in attack(marks):
-        if name == "bash":
+        if name == "Bash":
             subprocess.run(["bash", "-c", call["command"]], cwd=project, check=True)
         else:
             (project / call["file_path"]).write_text(call["content"])
@@ -980,8 +980,8 @@ def lead_spawning_a_coder(request: SimRequest) -> Reply:
 
 
 def coder(request: SimRequest) -> Reply:
-    if not request.calls("edit"):
-        return Reply().call("edit", {"file_path": "app.py", "old_string": "a - b", "new_string": "a + b"})
+    if not request.calls("Edit"):
+        return Reply().call("Edit", {"file_path": "app.py", "old_string": "a - b", "new_string": "a + b"})
     return Reply().say("Fixed add.")
 
 
@@ -1054,11 +1054,11 @@ def test_lone_surrogates_in_a_reply_through_the_real_sdk_become_replacement_char
 
 def test_hostile_tool_input_ends_in_a_clean_tool_error(scene: Scene) -> None:
     said = scene.attack(
-        ("read", {"file_path": "a\ud800b"}),
-        ("write", {"file_path": "x\udc00.txt", "content": "a\udc00"}),
-        ("read", {"file_path": "a/" * 2500}),
-        ("write", {"file_path": "d" * 5000, "content": "x"}),
-        ("glob", {"pattern": "\udfff*"}),
+        ("Read", {"file_path": "a\ud800b"}),
+        ("Write", {"file_path": "x\udc00.txt", "content": "a\udc00"}),
+        ("Read", {"file_path": "a/" * 2500}),
+        ("Write", {"file_path": "d" * 5000, "content": "x"}),
+        ("Glob", {"pattern": "\udfff*"}),
     )
     assert [s.is_error for s in said] == [True, False, True, True, False]
     assert "does not exist" in said[0].content
@@ -1077,7 +1077,7 @@ def test_only_a_person_may_answer_an_ask_or_stop_the_run(tmp_path: Path) -> None
     lead = RoleSpec("lead", "lead", None, None, None, None, None)
     team = TeamFile(path=project / "team.toml", name="t", lead=lead, ask_wait=60)
     model = ScriptedModel(
-        [Reply().call("write", {"file_path": "note.txt", "content": "x"}), Reply().say("ok")]
+        [Reply().call("Write", {"file_path": "note.txt", "content": "x"}), Reply().say("ok")]
     )
 
     async def go() -> Outcome:

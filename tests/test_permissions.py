@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from teamrt.tools.permissions import Decision, Mode, Permissions, Rule, RuleError, Verdict
+from teamrt.runtime.teamfile import load_team_file
+from teamrt.tools.permissions import MODE_NAMES, Decision, Mode, Permissions, Rule, RuleError, Rules, Verdict
 
 ALLOW, DENY, ASK = Verdict.ALLOW, Verdict.DENY, Verdict.ASK
 READ_ONLY = {"read", "glob", "grep"}
@@ -75,10 +76,11 @@ def test_bad_rules_say_which_and_why(text: str, problem: str) -> None:
 
 def test_an_unknown_mode_lists_the_modes() -> None:
     with pytest.raises(ValueError) as caught:
-        Permissions("auto")
+        Permissions("yolo")
     assert not isinstance(caught.value, RuleError)
     assert str(caught.value) == (
-        "unknown permission mode 'auto'; use one of: default, acceptEdits, plan, bypassPermissions"
+        "unknown permission mode 'yolo'; use one of: default, acceptEdits, plan, bypassPermissions,"
+        " dontAsk, auto, manual"
     )
 
 
@@ -160,7 +162,10 @@ def test_a_read_only_tool_is_allowed_by_the_callers_flag_not_its_name(tmp_path: 
 def test_deny_then_ask_then_allow_then_the_mode(
     tmp_path: Path, mode: str, rules: dict[str, list[str]], verdict: Verdict, reason: str
 ) -> None:
-    assert bash(Permissions(mode, **rules), "rm -rf build", tmp_path) == Decision(verdict, reason)
+    permissions = Permissions(
+        mode, allow=rules.get("allow", ()), deny=rules.get("deny", ()), ask=rules.get("ask", ())
+    )
+    assert bash(permissions, "rm -rf build", tmp_path) == Decision(verdict, reason)
 
 
 def test_deny_rules_apply_to_read_only_tools(tmp_path: Path) -> None:
@@ -661,3 +666,166 @@ def test_a_bare_name_matches_at_any_depth(tmp_path: Path, path: str, verdict: Ve
 )
 def test_other_tools_match_by_name(tmp_path: Path, rule: str, tool: str, verdict: Verdict) -> None:
     assert decide(Permissions(allow=[rule]), tool, {}, tmp_path, read_only=False).verdict is verdict
+
+
+# --- Claude Code's modes and tool names ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "tool", "input", "verdict"),
+    [
+        ("dontAsk", "Read", {"file_path": "a.py"}, ALLOW),
+        ("dontAsk", "Edit", {"file_path": "a.py"}, DENY),
+        ("dontAsk", "Bash", {"command": "ls"}, DENY),
+        ("dontAsk", "spawn_agent", {}, DENY),
+        ("auto", "Edit", {"file_path": "a.py"}, ALLOW),
+        ("auto", "MultiEdit", {"file_path": "a.py", "edits": []}, ALLOW),
+        ("auto", "Write", {"file_path": "/etc/hosts"}, ASK),
+        ("auto", "Bash", {"command": "ls"}, ASK),
+        ("manual", "Edit", {"file_path": "a.py"}, ASK),
+        ("manual", "LS", {"path": "."}, ALLOW),
+        ("acceptEdits", "MultiEdit", {"file_path": "src/a.py", "edits": []}, ALLOW),
+        ("acceptEdits", "multiedit", {"file_path": "../a.py", "edits": []}, ASK),
+    ],
+)
+def test_claude_codes_modes(
+    tmp_path: Path, mode: str, tool: str, input: dict[str, Any], verdict: Verdict
+) -> None:
+    read_only = tool.lower() in {"read", "glob", "grep", "ls"}
+    assert decide(Permissions(mode), tool, input, tmp_path, read_only=read_only).verdict is verdict
+
+
+def test_manual_is_default_and_every_mode_has_a_name() -> None:
+    assert Permissions("manual").mode is Mode.DEFAULT
+    assert {Permissions(name).mode for name in MODE_NAMES} == set(Mode)
+
+
+def test_dont_ask_denies_what_an_ask_rule_would_ask_and_says_so(tmp_path: Path) -> None:
+    perms = Permissions("dontAsk", allow=["Bash"], ask=["Bash(git push:*)"])
+    assert bash(perms, "git status", tmp_path).verdict is ALLOW
+    decision = bash(perms, "git push origin main", tmp_path)
+    assert decision == Decision(
+        DENY, 'approval required by rule "Bash(git push:*)"; dontAsk mode denies what it would ask'
+    )
+    assert "dontAsk" in decide(Permissions("dontAsk"), "Write", {"file_path": "a"}, tmp_path).reason
+
+
+def test_auto_mode_says_teamrt_asks_where_claude_code_has_a_classifier(tmp_path: Path) -> None:
+    decision = decide(Permissions("auto"), "Bash", {"command": "ls"}, tmp_path)
+    assert decision == Decision(ASK, "Bash needs approval in auto mode (teamrt has no classifier)")
+
+
+@pytest.mark.parametrize(
+    ("rule", "tool", "input", "verdict"),
+    [
+        ("Read", "Read", {"file_path": "a"}, DENY),
+        ("Read", "Glob", {"pattern": "*"}, DENY),
+        ("Read", "Grep", {"pattern": "x"}, DENY),
+        ("Read", "LS", {"path": "."}, DENY),
+        ("Read", "Write", {"file_path": "a"}, ALLOW),
+        ("Read(secrets/**)", "LS", {"path": "secrets"}, DENY),
+        ("Read(secrets/**)", "LS", {"path": "src"}, ALLOW),
+        ("Edit", "Edit", {"file_path": "a"}, DENY),
+        ("Edit", "Write", {"file_path": "a"}, DENY),
+        ("Edit", "MultiEdit", {"file_path": "a", "edits": []}, DENY),
+        ("Edit", "Read", {"file_path": "a"}, ALLOW),
+        ("Edit(src/**)", "MultiEdit", {"file_path": "src/a.py", "edits": []}, DENY),
+        ("Edit(src/**)", "MultiEdit", {"file_path": "docs/a.md", "edits": []}, ALLOW),
+        ("Write", "Edit", {"file_path": "a"}, ALLOW),
+        ("edit", "multiedit", {"file_path": "a"}, DENY),
+        ("READ", "ls", {}, DENY),
+        ("bash", "Bash", {"command": "ls"}, DENY),
+        ("Bash(rm:*)", "bash", {"command": "rm x"}, DENY),
+        ("Agent", "Task", {"prompt": "p"}, DENY),
+        ("Task", "Agent", {"prompt": "p"}, DENY),
+        ("Task(reviewer)", "Task", {"prompt": "p", "subagent_type": "Reviewer"}, DENY),
+        ("Task(reviewer)", "Task", {"prompt": "p", "subagent_type": "coder"}, ALLOW),
+        ("Task(general-purpose)", "Task", {"prompt": "p"}, DENY),
+        ("TodoWrite", "TodoWrite", {"todos": []}, DENY),
+    ],
+)
+def test_rules_cover_claude_codes_tool_names_in_any_case(
+    tmp_path: Path, rule: str, tool: str, input: dict[str, Any], verdict: Verdict
+) -> None:
+    perms = Permissions("bypassPermissions", deny=[rule])
+    assert decide(perms, tool, input, tmp_path, read_only=False).verdict is verdict
+
+
+@pytest.mark.parametrize("rule", ["WebFetch(domain:example.com)", "WebSearch(x)", "mcp__github__issue(x)"])
+def test_specifiers_teamrt_cannot_check_deny_every_use_and_allow_none(tmp_path: Path, rule: str) -> None:
+    tool = rule.split("(")[0]
+    denied = decide(Permissions("bypassPermissions", deny=[rule]), tool, {"url": "https://x"}, tmp_path)
+    assert denied.verdict is DENY and "cannot check its specifier" in denied.reason
+    asked = decide(Permissions("bypassPermissions", ask=[rule]), tool, {}, tmp_path)
+    assert asked.verdict is ASK
+    assert decide(Permissions(allow=[rule]), tool, {"url": "https://example.com"}, tmp_path).verdict is ASK
+
+
+@pytest.mark.parametrize("text", ["TodoWrite(x)", "spawn_agent(explorer)", "Made_Up(x)"])
+def test_teamrts_other_tools_take_no_specifier(text: str) -> None:
+    with pytest.raises(RuleError, match="take a specifier"):
+        Rule.parse(text)
+
+
+# --- layers: the team file's rules, then the settings' --------------------------
+
+SETTINGS = Rules.parse(
+    allow=["Bash(npm test)"], deny=["Bash(rm:*)", "Read(.env)"], ask=["Bash(git push:*)"],
+    origin=".claude/settings.json",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("team", "command", "decision"),
+    [
+        ({}, "rm -rf x", Decision(DENY, 'denied by rule "Bash(rm:*)" in .claude/settings.json')),
+        ({}, "npm test", Decision(ALLOW, 'allowed by rule "Bash(npm test)" in .claude/settings.json')),
+        (
+            {},
+            "git push",
+            Decision(ASK, 'approval required by rule "Bash(git push:*)" in .claude/settings.json'),
+        ),
+        ({}, "ls", Decision(ASK, "Bash needs approval in default mode")),
+        ({"allow": ["Bash(rm:*)"]}, "rm -rf x", Decision(ALLOW, 'allowed by rule "Bash(rm:*)"')),
+        ({"deny": ["Bash(npm:*)"]}, "npm test", Decision(DENY, 'denied by rule "Bash(npm:*)"')),
+        ({"allow": ["Bash(git push:*)"]}, "git push", Decision(ALLOW, 'allowed by rule "Bash(git push:*)"')),
+        (
+            {"allow": ["Bash(ls)"]},
+            "rm x",
+            Decision(DENY, 'denied by rule "Bash(rm:*)" in .claude/settings.json'),
+        ),
+    ],
+)
+def test_the_team_files_rules_decide_first_then_the_settings(
+    tmp_path: Path, team: dict[str, list[str]], command: str, decision: Decision
+) -> None:
+    permissions = Permissions(
+        allow=team.get("allow", ()), deny=team.get("deny", ()), ask=team.get("ask", ()), then=SETTINGS
+    )
+    assert decide(permissions, "Bash", {"command": command}, tmp_path) == decision
+
+
+def test_read_denial_takes_the_layers_in_turn(tmp_path: Path) -> None:
+    real = tmp_path.resolve()
+    assert (
+        Permissions(then=SETTINGS).read_denial(real / ".env", tmp_path)
+        == "Read(.env) in .claude/settings.json"
+    )
+    assert Permissions(allow=["Read(.env)"], then=SETTINGS).read_denial(real / ".env", tmp_path) is None
+    assert Permissions(deny=["Read"], then=SETTINGS).read_denial(real / "a.py", tmp_path) == "Read"
+    assert Permissions(then=SETTINGS).read_denial(real / "a.py", tmp_path) is None
+
+
+def test_an_opaque_command_is_denied_by_a_settings_deny_rule(tmp_path: Path) -> None:
+    decision = decide(
+        Permissions("bypassPermissions", then=SETTINGS), "Bash", {"command": "eval x"}, tmp_path
+    )
+    assert decision.verdict is DENY and "in .claude/settings.json" in decision.reason
+
+
+@pytest.mark.parametrize("mode", MODE_NAMES)
+def test_a_team_file_takes_every_mode_name(tmp_path: Path, mode: str) -> None:
+    path = tmp_path / "team.toml"
+    path.write_text(f'[roles.critic]\nagent = "reviewer"\npermission_mode = "{mode}"\n')
+    role = load_team_file(path, project=tmp_path).roles["critic"]
+    assert Permissions(role.permission_mode or "").mode is Permissions(mode).mode

@@ -42,13 +42,24 @@ def test_unknown_agent_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / ".teamrt" / "runs").exists() or not any((tmp_path / ".teamrt" / "runs").iterdir())
 
 
-def test_broken_agent_file_is_one_line(tmp_path: Path) -> None:
+def test_a_broken_agent_file_is_one_warning_and_the_run_goes_on(tmp_path: Path) -> None:
     agents = tmp_path / ".teamrt" / "agents"
     agents.mkdir(parents=True)
     (agents / "bad.md").write_text("---\nname: [unclosed\n---\nprompt\n")
-    result = teamrt("run", "--prompt", "x", project=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.count("\n") == 1 and "bad.md" in result.stderr
+    (agents / "helper.md").write_text(
+        "---\nname: Helper.One\ndescription: Use it when: x\ntools: WebFetch\n---\nGo."
+    )
+    result = teamrt("run", "--prompt", "x", "--model", "sim", "--quiet", project=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(
+        f"teamrt: warning: {agents / 'bad.md'}: line 2: YAML error: expected ',' or ']'"
+    )
+    helper = f"teamrt: warning: {agents / 'helper.md'}: "
+    assert lines[1] == helper + "tools: 'WebFetch' is not available in teamrt yet; left out"
+    assert lines[2] == helper + "none of the tools it names is available: it has only the team tools"
+    [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
+    assert "helper-one" in open_reader(run_dir, run_dir.name).run().settings["team"]["roles"]
 
 
 def test_missing_api_key_is_one_line(tmp_path: Path) -> None:

@@ -159,9 +159,9 @@ def coding_world(coders: str, *, tip: tuple[str, bool] = (TIP, False), suite: st
     ``git log`` on the integration branch says ``tip``."""
 
     def world(name: str, args: dict[str, Any]) -> tuple[str, bool]:
-        if name == "bash" and args["command"] == coding.SUITE:
+        if name == "Bash" and args["command"] == coding.SUITE:
             return suite, "Ran " in suite or suite.startswith("permission")
-        if name == "bash" and args["command"].startswith("git log -1 --format=%H "):
+        if name == "Bash" and args["command"].startswith("git log -1 --format=%H "):
             return tip
         if name == "task_create":
             return f"created task 1: {args['subject']}", False
@@ -195,7 +195,7 @@ TOLERATED = f"merged onto {BRANCH} at {TIP[:12]}; 1 of 1 gates still fail, only 
 
 def test_the_lead_says_the_branch_passes_only_when_the_gates_passed_at_its_tip() -> None:
     answer, calls = coding_lead(coding_world(coder_ended("done", GREEN)))
-    assert ("bash", {"command": f"git log -1 --format=%H {BRANCH}"}) in calls, "it looked at the tip"
+    assert ("Bash", {"command": f"git log -1 --format=%H {BRANCH}"}) in calls, "it looked at the tip"
     assert "1 of 1 coders merged their fixes onto teamrt/r1." in answer
     assert f"{BRANCH} passes at its tip {TIP[:12]}: there the merge queue's gates passed: `python3" in answer
     assert f"- coder: done (merged onto {BRANCH} at {TIP[:12]})" in answer, "the gates are said once"
@@ -211,7 +211,7 @@ def test_a_red_merge_is_no_merge_and_nothing_is_claimed_of_the_branch() -> None:
     red = "not merged after 3 attempts (red); its work is kept on branch teamrt/r1-coder (worktree /w)"
     answer, calls = coding_lead(coding_world(coder_ended("failed", red)))
     assert "0 of 1 coders merged their fixes; nothing was merged." in answer, answer
-    assert "passes" not in answer and not any(c[0] == "bash" and "git log" in c[1]["command"] for c in calls)
+    assert "passes" not in answer and not any(c[0] == "Bash" and "git log" in c[1]["command"] for c in calls)
     assert "Tasks: 0 of 1 done" in answer
 
 
@@ -252,7 +252,7 @@ def test_a_suite_that_did_not_run_is_not_called_nothing_to_fix() -> None:
     world = coding_world("", suite="permission denied: python3 is not allowed")
     answer, calls = coding_lead(world)
     assert answer.startswith("I could not run the test suite (python3 -m unittest): permission denied")
-    assert [c[0] for c in calls] == ["bash"]
+    assert [c[0] for c in calls] == ["Bash"]
 
 
 def test_the_lead_whose_coders_could_not_start_says_so() -> None:
@@ -301,7 +301,7 @@ def test_the_coding_reviewer_whose_grep_failed_does_not_say_no_test_covers_the_f
     sent: list[str] = []
 
     def world(name: str, args: dict[str, Any]) -> tuple[str, bool]:
-        if name == "grep":
+        if name == "Grep":
             return "grep: tests does not exist", True
         sent.append(args.get("body", ""))
         return "delivered m2 to lead", False
@@ -320,7 +320,7 @@ def test_the_coding_reviewer_whose_grep_failed_does_not_say_no_test_covers_the_f
 
 def research_world(*, reviewer: bool = True, forks: bool = True, write: bool = True) -> Tool:
     def world(name: str, args: dict[str, Any]) -> tuple[str, bool]:
-        if name == "bash":
+        if name == "Bash":
             return "engine/\ncli.py", False
         if name == "spawn_agent" and args["kind"] == "team":
             return ("started reviewer; each result will arrive as mail", False) if reviewer else (
@@ -334,7 +334,7 @@ def research_world(*, reviewer: bool = True, forks: bool = True, write: bool = T
                 "Purpose: The command line.",
                 False,
             )
-        if name == "write":
+        if name == "Write":
             return ("wrote REPORT.md", False) if write else ("permission denied: Write(REPORT.md)", True)
         return "delivered m3 to reviewer", False
 
@@ -370,11 +370,11 @@ def test_the_research_reviewer_does_not_approve_what_it_could_not_check() -> Non
     sent: list[str] = []
 
     def world(name: str, args: dict[str, Any]) -> tuple[str, bool]:
-        if name == "grep" and args.get("output_mode") == "count":
+        if name == "Grep" and args.get("output_mode") == "count":
             return "grep: stopped after 30 s; narrow the pattern, path or glob", True
-        if name == "grep":
+        if name == "Grep":
             return "(no matches)", False
-        if name == "bash":
+        if name == "Bash":
             return "cli.py", False
         sent.append(args.get("body", ""))
         return "delivered m4 to lead", False

@@ -135,7 +135,7 @@ def test_without_bwrap_bash_is_refused_unless_the_run_opted_in(ctx: ToolContext)
     with pytest.raises(ToolError) as refused:
         bash(ctx, "echo one", Sandbox(None))
     said = str(refused.value)
-    assert said.startswith("bash: refused: bubblewrap (bwrap) is not installed")
+    assert said.startswith("Bash: refused: bubblewrap (bwrap) is not installed")
     assert "teamrt run --unconfined" in said and "[sandbox] unconfined = true" in said
     opted_in = replace(ctx, policy=UNCONFINED)
     assert bash(opted_in, "echo two", Sandbox(None)).content == "two\n"
@@ -206,7 +206,7 @@ def test_a_timeout_kills_the_group_and_reports_the_output_so_far(
     async def go() -> tuple[ToolResult, list[Process]]:
         context = replace(ctx, on_process=on_process, policy=UNCONFINED)
         tool = asyncio.create_task(
-            Bash(sandbox).run({"command": "echo begun; sleep 1000 & wait", "timeout": 1}, context)
+            Bash(sandbox).run({"command": "echo begun; sleep 1000 & wait", "timeout": 1000}, context)
         )
         sleepers = await started(tool, pgids, ["sleep", "1000"], 1)
         return await tool, sleepers
@@ -323,10 +323,11 @@ def listener() -> Iterator[int]:
 @needs_bwrap
 def test_the_network_is_cut_unless_the_run_allows_it(ctx: ToolContext, listener: int) -> None:
     connect = f"exec 3<>/dev/tcp/127.0.0.1/{listener} && echo connected"
-    result = bash(ctx, connect, timeout=60)
+    result = bash(ctx, connect, timeout=60_000)
     assert result.is_error and "Connection refused" in result.content
     assert (
-        bash(replace(ctx, policy=SandboxPolicy(network=True)), connect, timeout=60).content == "connected\n"
+        bash(replace(ctx, policy=SandboxPolicy(network=True)), connect, timeout=60_000).content
+        == "connected\n"
     )
 
 
@@ -357,13 +358,13 @@ def test_a_command_with_too_many_processes_is_killed_with_all_it_started(
     policy = SandboxPolicy(unconfined=True, max_processes=20)
     context = replace(ctx, policy=policy, on_process=on_process)
     result = bash(
-        context, "echo begun; for i in $(seq 200); do sleep 1003 & done; wait", sandbox, timeout=120
+        context, "echo begun; for i in $(seq 200); do sleep 1003 & done; wait", sandbox, timeout=120_000
     )
     assert result.is_error and result.content.startswith("begun\n")
     assert result.content.endswith("\n[killed: more than 20 processes]")  # the kernel may refuse forks first
     assert group_members(pgids[0]) == []
     assert survivors(processes(["sleep", "1003"])) == []
-    few = bash(context, "for i in $(seq 5); do sleep 0.2 & done; wait; echo fine", sandbox, timeout=120)
+    few = bash(context, "for i in $(seq 5); do sleep 0.2 & done; wait; echo fine", sandbox, timeout=120_000)
     assert few == ToolResult("fine\n")
 
 
@@ -407,7 +408,7 @@ def test_the_environment_is_an_allowlist_and_what_the_team_file_names(
 
 
 def test_stdin_is_empty_and_stderr_is_merged(ctx: ToolContext) -> None:
-    assert bash(ctx, "cat; echo out; echo err >&2", timeout=5).content == "out\nerr\n"
+    assert bash(ctx, "cat; echo out; echo err >&2", timeout=5000).content == "out\nerr\n"
 
 
 def test_a_failing_command_is_an_error_with_its_exit_code(ctx: ToolContext) -> None:
@@ -425,9 +426,11 @@ def test_long_output_keeps_its_head_and_tail_and_says_how_much_was_cut(ctx: Tool
     assert int(re.sub(r"\D", "", note)) == len(full) - len(head) - len(tail)
 
 
-@pytest.mark.parametrize("timeout", [0, -1, 601, "10", True])
+@pytest.mark.parametrize("timeout", [0, -1, 600_001, "10", True])
 def test_a_bad_timeout_is_refused(ctx: ToolContext, timeout: Any) -> None:
-    with pytest.raises(ToolError, match="timeout must be a number of seconds above 0 and at most 600"):
+    with pytest.raises(
+        ToolError, match="timeout must be a number of milliseconds above 0 and at most 600000"
+    ):
         bash(ctx, "true", timeout=timeout)
 
 

@@ -641,7 +641,7 @@ def test_a_call_waiting_for_approval_goes_on_when_a_is_pressed(home: Path, tmp_p
     with reading(home / "runs" / run_id, run_id) as reader:
         answers = [e.data for e in reader.events(kinds=("ask.answered",))]
     assert answers and all(a["by"] == "user" and a["allowed"] for a in answers), answers
-    assert any(s.startswith("approved lead's bash: python3 -m unittest") for s in said), said
+    assert any(s.startswith("approved lead's Bash: python3 -m unittest") for s in said), said
 
 
 def test_text_with_brackets_is_shown_as_it_is_never_read_as_markup(home: Path) -> None:

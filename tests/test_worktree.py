@@ -85,12 +85,12 @@ def fixing_coder(first: str, second: str = "a + b"):  # type: ignore[no-untyped-
     def coder(request: SimRequest) -> Reply:
         text = request.last_user_text
         if request.turns == 0:
-            return Reply().call("read", {"file_path": "app.py"})
-        if request.calls("edit") == 0:
-            return Reply().call("edit", {"file_path": "app.py", "old_string": "a - b", "new_string": first})
+            return Reply().call("Read", {"file_path": "app.py"})
+        if request.calls("Edit") == 0:
+            return Reply().call("Edit", {"file_path": "app.py", "old_string": "a - b", "new_string": first})
         if "a gate failed" in text:
-            return Reply().call("edit", {"file_path": "app.py", "old_string": first, "new_string": second})
-        return Reply().say(f"Fixed add: it returns {second if request.calls('edit') > 1 else first}.")
+            return Reply().call("Edit", {"file_path": "app.py", "old_string": first, "new_string": second})
+        return Reply().say(f"Fixed add: it returns {second if request.calls('Edit') > 1 else first}.")
 
     return coder
 
@@ -141,13 +141,13 @@ def test_a_red_gate_comes_back_as_mail_and_the_fix_is_merged(project: Path, sim:
 def greeter(request: SimRequest) -> Reply:
     """Writes greet.txt in its language; after a conflict, writes both greetings, markers gone."""
     word = "Bonjour" if "French" in request.all_text() else "Hallo"
-    if request.calls("write") == 0:
-        return Reply().call("write", {"file_path": "greet.txt", "content": f"{word}\n"})
+    if request.calls("Write") == 0:
+        return Reply().call("Write", {"file_path": "greet.txt", "content": f"{word}\n"})
     if "conflict markers in greet.txt" in request.last_user_text:
-        return Reply().call("read", {"file_path": "greet.txt"})
+        return Reply().call("Read", {"file_path": "greet.txt"})
     outcomes = request.tool_outcomes
-    if outcomes and outcomes[0].name == "read" and "<<<<<<<" in outcomes[0].output:
-        return Reply().call("write", {"file_path": "greet.txt", "content": "Bonjour\nHallo\n"})
+    if outcomes and outcomes[0].name == "Read" and "<<<<<<<" in outcomes[0].output:
+        return Reply().call("Write", {"file_path": "greet.txt", "content": "Bonjour\nHallo\n"})
     return Reply().say(f"greet.txt says {word}.")
 
 
@@ -173,9 +173,9 @@ def test_a_conflict_comes_back_with_markers_and_is_resolved(tmp_path: Path, sim:
 def overlapper(request: SimRequest) -> Reply:
     """Edits one end of shared.txt, then works on until warned of the overlap (at most 60 turns)."""
     top = "top" in request.all_text()
-    if request.calls("edit") == 0:
-        return Reply().call("read", {"file_path": "shared.txt"}).call(
-            "edit",
+    if request.calls("Edit") == 0:
+        return Reply().call("Read", {"file_path": "shared.txt"}).call(
+            "Edit",
             {"file_path": "shared.txt", "old_string": "line 1\n" if top else "line 20\n",
              "new_string": "line 1 changed\n" if top else "line 20 changed\n"},
         )  # fmt: skip
@@ -183,7 +183,7 @@ def overlapper(request: SimRequest) -> Reply:
         return Reply().say("Done; I was warned that shared.txt is shared.")
     if request.turns > 60:
         return Reply().say("Done; never warned.")
-    return Reply().call("bash", {"command": "sleep 0.05"})
+    return Reply().call("Bash", {"command": "sleep 0.05"})
 
 
 def test_overlapping_edits_are_warned_before_either_finishes(tmp_path: Path, sim: SimServer) -> None:
@@ -213,13 +213,13 @@ INSIDE = "git commit -qm inside && git log -1 --format=%s"
 def escaper(project: Path):  # type: ignore[no-untyped-def]
     """Tries to write and commit outside its worktree in every plain way, then commits inside it."""
     attempts = [
-        ("write", {"file_path": str(project / "app.py"), "content": "hacked\n"}),
-        ("bash", {"command": f"echo hacked > {project}/app.py"}),
-        ("bash", {"command": f"git -C {project} commit --allow-empty -m sneaky"}),
-        ("bash", {"command": f"GIT_DIR={project}/.git git update-ref refs/heads/main HEAD"}),
-        ("bash", {"command": f"cd {project} && git commit --allow-empty -m sneaky"}),
-        ("bash", {"command": "git update-ref refs/heads/main HEAD"}),
-        ("bash", {"command": f"echo mine > mine.txt && git add . && {INSIDE}"}),
+        ("Write", {"file_path": str(project / "app.py"), "content": "hacked\n"}),
+        ("Bash", {"command": f"echo hacked > {project}/app.py"}),
+        ("Bash", {"command": f"git -C {project} commit --allow-empty -m sneaky"}),
+        ("Bash", {"command": f"GIT_DIR={project}/.git git update-ref refs/heads/main HEAD"}),
+        ("Bash", {"command": f"cd {project} && git commit --allow-empty -m sneaky"}),
+        ("Bash", {"command": "git update-ref refs/heads/main HEAD"}),
+        ("Bash", {"command": f"echo mine > mine.txt && git add . && {INSIDE}"}),
     ]  # fmt: skip
 
     def coder(request: SimRequest) -> Reply:
@@ -478,13 +478,13 @@ def nesting(request: SimRequest) -> Reply:
     if request.agent == "coder":
         if request.turns == 0:
             return Reply().call(
-                "bash", {"command": "echo from-parent > parent.txt && git add -A && git commit -qm p"}
+                "Bash", {"command": "echo from-parent > parent.txt && git add -A && git commit -qm p"}
             )
         if not request.calls("spawn_agent"):
             return Reply().call("spawn_agent", {"kind": "worktree", "role": "coder", "directives": ["Look."]})
         return Reply().say(request.tool_outcomes[0].output)
     return (
-        Reply().call("read", {"file_path": "parent.txt"})
+        Reply().call("Read", {"file_path": "parent.txt"})
         if request.turns == 0
         else Reply().say("child saw " + request.tool_outcomes[0].output.split("\t")[-1])
     )
@@ -604,7 +604,7 @@ def rigger(project: Path):  # type: ignore[no-untyped-def]
     )  # fmt: skip
 
     def coder(request: SimRequest) -> Reply:
-        return Reply().call("bash", {"command": rig}) if request.turns == 0 else Reply().say("rigged")
+        return Reply().call("Bash", {"command": rig}) if request.turns == 0 else Reply().say("rigged")
 
     return coder
 
@@ -638,15 +638,15 @@ def test_a_gate_red_before_the_merge_accepts_fixes_and_refuses_new_failures(
     )
 
     def coder(request: SimRequest) -> Reply:
-        if request.calls("edit") == 0:  # fixes add, and breaks neg on the way
+        if request.calls("Edit") == 0:  # fixes add, and breaks neg on the way
             return (
                 Reply()
-                .call("edit", {"file_path": "app.py", "old_string": "a - b", "new_string": "a + b"})
-                .call("edit", {"file_path": "app.py", "old_string": "return -a", "new_string": "return a"})
+                .call("Edit", {"file_path": "app.py", "old_string": "a - b", "new_string": "a + b"})
+                .call("Edit", {"file_path": "app.py", "old_string": "return -a", "new_string": "return a"})
             )
-        if "failing now but not before the merge" in request.last_user_text and request.calls("edit") == 2:
+        if "failing now but not before the merge" in request.last_user_text and request.calls("Edit") == 2:
             return Reply().call(
-                "edit", {"file_path": "app.py", "old_string": "return a\n", "new_string": "return -a\n"}
+                "Edit", {"file_path": "app.py", "old_string": "return a\n", "new_string": "return -a\n"}
             )
         return Reply().say("Fixed add.")
 

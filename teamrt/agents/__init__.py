@@ -1,19 +1,31 @@
-"""Agent definitions: Markdown files with YAML front matter, field-compatible with Claude Code's."""
+"""Agent definitions: Markdown files with YAML front matter, loaded as Claude Code loads its sub-agents."""
 
 from .definitions import (
     PERMISSION_MODES,
     AgentDefinition,
+    AgentScan,
     DefinitionError,
+    agent_folders,
     builtin_definitions,
+    choose_model,
     load_definitions,
+    one_line,
     parse_definition,
+    role_name,
+    scan_definitions,
 )
 
 __all__ = [
     "PERMISSION_MODES",
     "AgentDefinition",
+    "AgentScan",
     "DefinitionError",
+    "agent_folders",
     "builtin_definitions",
+    "choose_model",
     "load_definitions",
+    "one_line",
     "parse_definition",
+    "role_name",
+    "scan_definitions",
 ]

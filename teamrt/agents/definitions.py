@@ -1,61 +1,111 @@
-"""Agent definitions: Markdown files with YAML front matter, as Claude Code's sub-agent files.
+"""Agent definitions: Markdown files with YAML front matter, loaded the way Claude Code loads its sub-agents.
 
-The front matter sits between a first line ``---`` and the next ``---`` line and
-uses Claude Code's field names; the Markdown body is the agent's system prompt.
-Unknown fields are kept out of the definition with a warning, so files written
-for Claude Code (``color``, ``skills``, ``hooks``...) load unchanged.
+The front matter (``teamrt.agents.frontmatter``) uses Claude Code's field
+names; the Markdown body is the agent's system prompt. Definitions come from
+four sources, the lowest precedence first: teamrt's built-ins, the user's
+``~/.claude/agents/`` (``$CLAUDE_CONFIG_DIR/agents``), the project's
+``.claude/agents/`` and the project's ``.teamrt/agents/``; folders are
+searched at any depth, and a later source replaces an earlier one's agent of
+the same name. A file that cannot load is skipped with one warning line
+``<path>: <cause>`` and the rest load (``scan_definitions``). A field teamrt
+cannot honour (a tool it lacks, an unknown mode, a field it does not use)
+is left out with a warning, never silently.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Hashable
+import os
+import re
+import stat
+import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import yaml
+from ..claudecode.paths import claude_home
+from ..tools.names import LATER, canonical
+from .frontmatter import FrontMatterError, parse, split
 
-from teamrt.mailbox.names import is_name
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
+"""Claude Code's permission modes; ``manual`` is read as ``default``."""
+MODE_ALIASES = {"manual": "default"}
+REPOSITORY_REFUSED_MODES = ("bypassPermissions", "auto")
+"""Modes a repository's agent file may not choose, as a repository's settings may not (a cloned
+repository is someone else's): the agent then runs in the mode its role or the settings give."""
 
-PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+TEAM_TOOLS = (
+    "spawn_agent", "send_message", "broadcast", "task_create", "task_claim", "task_update", "task_list",
+    "request_shutdown", "respond_shutdown",
+)  # fmt: skip
+"""teamrt's team tools (``teamrt.tools.team``): a definition may name them as they are."""
 
-# Claude Code's tool names for the tools teamrt has under its own lowercase names.
-CLAUDE_TOOL_NAMES = {
-    "Read": "read",
-    "Write": "write",
-    "Edit": "edit",
-    "Glob": "glob",
-    "Grep": "grep",
-    "Bash": "bash",
-}
+BUILTIN, USER, PROJECT, TEAMRT = "built-in", "user", "project", "teamrt"
+"""The scopes a definition comes from, the lowest precedence first."""
 
-# Project directories searched after the built-ins; a later one overrides an earlier one by name.
-PROJECT_DIRS = (Path(".claude", "agents"), Path(".teamrt", "agents"))
-
-BUILTIN_SOURCE = "built-in"
-
-# The front matter fields teamrt uses; any other field is warned about and ignored.
 FIELDS = frozenset({"name", "description", "tools", "disallowedTools", "model", "permissionMode", "maxTurns"})
+"""The front matter fields teamrt uses."""
+SILENT_FIELDS = frozenset({"color"})
+"""Claude Code's fields that only change how Claude Code shows an agent: ignored without a word."""
+UNUSED_FIELDS = ("hooks", "mcpServers", "skills", "memory", "background", "isolation", "effort",
+                 "initialPrompt")  # fmt: skip
+"""Claude Code's fields teamrt does not use (yet): ignored with a warning."""
+
+MAX_NAME = 64
+MAX_BYTES = 512 * 1024
+"""A larger agent file is skipped unread."""
+MAX_FILES = 1000
+"""Agent files looked at in one source's folder; past it the rest are skipped with a warning."""
+MAX_ENTRIES = 20_000
+"""Files and folders walked in one source's folder, agent files or not."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_TOOL_PATTERN = re.compile(r"(\w+)\s*\((.*)\)\s*", re.DOTALL)
 
 
 @dataclass(frozen=True)
 class AgentDefinition:
     name: str
+    """As written: Claude Code's names may hold capitals, dots and underscores (``role_name`` is the
+    role and mailbox name)."""
     description: str
     prompt: str
     """The Markdown body, stripped: the agent's system prompt."""
     tools: tuple[str, ...] | None
-    """None: every tool the runtime offers."""
+    """The model-facing names (``Read``, ``Bash``, ``spawn_agent``); None: every tool the runtime offers."""
     disallowed_tools: tuple[str, ...]
     model: str | None
-    """None: inherit the parent's model; else as written ("sonnet", "claude-sonnet-5-5", "sim")."""
+    """As written (``sonnet``, ``claude-opus-5``); None: ``inherit``, or none given (``choose_model``)."""
     permission_mode: str | None
     max_turns: int | None
     source: str
-    """The file path, or "built-in"."""
+    """The file's path, or ``built-in``."""
+    scope: str = PROJECT
+    """Where it comes from: ``built-in``, ``user``, ``project`` (``.claude/agents``) or ``teamrt``
+    (``.teamrt/agents``)."""
     warnings: tuple[str, ...] = ()
+    """What was left out of the file, each ``<source>: <what>`` on one line."""
+
+
+@dataclass(frozen=True)
+class AgentScan:
+    """What ``scan_definitions`` found."""
+
+    definitions: dict[str, AgentDefinition]
+    """The agents that load, by name, each from the highest-precedence source defining it."""
+    skipped: tuple[str, ...] = ()
+    """The files that did not load, each ``<path>: <cause>`` on one line."""
+    overridden: tuple[AgentDefinition, ...] = ()
+    """Definitions a later source replaced (a project's agent over a user's of the same name)."""
+    notes: tuple[str, ...] = ()
+    """Warnings about the scan itself (a folder too large)."""
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Every line the user should see: the skipped files, then the loaded agents' warnings."""
+        loaded = (line for d in self.definitions.values() for line in d.warnings)
+        return (*self.notes, *self.skipped, *loaded)
 
 
 class DefinitionError(ValueError):
@@ -64,30 +114,48 @@ class DefinitionError(ValueError):
     def __init__(self, source: str, problem: str) -> None:
         self.source = source
         self.problem = problem
-        super().__init__(_one_line(f"{source}: {problem}"))
+        super().__init__(one_line(f"{source}: {problem}"))
 
 
-def parse_definition(text: str, source: str) -> AgentDefinition:
-    """Parse one definition file's text; ``source`` names it in errors and warnings."""
-    header, body = _split(text, source)
-    fields = _load_yaml(header, source)
-    definition = AgentDefinition(
-        name=_name(fields.get("name"), "name", source),
-        description=_required_text(fields.get("description"), "description", source),
-        prompt=body.strip(),
-        tools=_tools(fields.get("tools"), "tools", source),
-        disallowed_tools=_tools(fields.get("disallowedTools"), "disallowedTools", source) or (),
-        model=_model(fields.get("model"), "model", source),
-        permission_mode=_permission_mode(fields.get("permissionMode"), "permissionMode", source),
-        max_turns=_max_turns(fields.get("maxTurns"), "maxTurns", source),
-        source=source,
-        warnings=tuple(
-            _one_line(f"{source}: unknown field {str(key)!r} ignored") for key in fields if key not in FIELDS
-        ),
-    )
+def parse_definition(text: str, source: str, *, scope: str = PROJECT) -> AgentDefinition:
+    """Parse one definition file's text; ``source`` names it in errors and warnings. Raises
+    ``DefinitionError`` for a file that cannot load."""
+    try:
+        document = split(text)
+        fields = parse(document.header)
+        warnings: list[str] = []
+        definition = AgentDefinition(
+            name=_name(fields.get("name")),
+            description=_required_text(fields.get("description"), "description"),
+            prompt=document.body.strip(),
+            tools=_tools(fields.get("tools"), "tools", warnings),
+            disallowed_tools=_tools(fields.get("disallowedTools"), "disallowedTools", warnings) or (),
+            model=_model(fields.get("model"), warnings),
+            permission_mode=_permission_mode(fields.get("permissionMode"), scope, warnings),
+            max_turns=_max_turns(fields.get("maxTurns")),
+            source=source,
+            scope=scope,
+        )
+    except (FrontMatterError, _Problem) as exc:
+        raise DefinitionError(source, str(exc)) from None
     if not definition.prompt:
         raise DefinitionError(source, "empty body; the Markdown after the front matter is the agent's prompt")
-    return definition
+    if definition.tools == () and fields.get("tools") not in ([], ""):
+        warnings.append("none of the tools it names is available: it has only the team tools")
+    for key in fields:
+        if key in UNUSED_FIELDS:
+            warnings.append(f"Claude Code's field {key!r} is not used by teamrt")
+        elif key not in FIELDS and key not in SILENT_FIELDS:
+            warnings.append(f"unknown field {_show(key)} ignored")
+    return dataclasses.replace(
+        definition, warnings=tuple(one_line(f"{source}: {warning}") for warning in warnings)
+    )
+
+
+def role_name(name: str) -> str:
+    """The role (and mailbox) name of agent ``name``: lowercased, every character other than a-z, 0-9,
+    ``_`` and ``-`` made ``-``, leading ``-`` and ``_`` dropped (``Code.Reviewer`` is ``code-reviewer``)."""
+    return re.sub(r"[^a-z0-9_-]", "-", name.lower()).lstrip("-_")[:MAX_NAME]
 
 
 def builtin_definitions() -> dict[str, AgentDefinition]:
@@ -95,116 +163,161 @@ def builtin_definitions() -> dict[str, AgentDefinition]:
     return dict(_builtins())
 
 
-def load_definitions(project: Path) -> dict[str, AgentDefinition]:
-    """Built-ins, then ``<project>/.claude/agents/*.md``, then ``<project>/.teamrt/agents/*.md``.
+def agent_folders(project: Path) -> list[tuple[str, Path]]:
+    """The folders agent files load from by scope, the lowest precedence first (the built-ins before)."""
+    return [
+        (USER, claude_home() / "agents"),
+        (PROJECT, project / ".claude" / "agents"),
+        (TEAMRT, project / ".teamrt" / "agents"),
+    ]
 
-    A later definition replaces an earlier one of the same name; two files of one
-    directory defining the same name are an error. Hidden files are skipped.
+
+def scan_definitions(project: Path) -> AgentScan:
+    """The built-ins, then each of ``agent_folders``; never raises for a file that cannot load.
+
+    In one folder, ``*.md`` files load at any depth; hidden files and folders are skipped. Two files of
+    one source naming the same agent: the first by sorted path loads, the other is skipped. A project's
+    file that resolves outside the project (a symlink) is skipped: the repository is not trusted to
+    point teamrt at the user's other files.
     """
     found = builtin_definitions()
-    for directory in PROJECT_DIRS:
-        found.update(_load_dir(project / directory))
-    return found
+    skipped: list[str] = []
+    overridden: list[AgentDefinition] = []
+    notes: list[str] = []
+    for scope, folder in agent_folders(project):
+        inside = None if scope == USER else project
+        mine: dict[str, AgentDefinition] = {}
+        for path in _files(folder, inside, notes):
+            try:
+                definition = parse_definition(_read(path, inside), str(path), scope=scope)
+            except DefinitionError as exc:
+                skipped.append(str(exc))
+                continue
+            earlier = mine.get(definition.name)
+            if earlier is not None:
+                skipped.append(
+                    one_line(f"{path}: agent {definition.name!r} is defined already in {earlier.source}")
+                )
+                continue
+            mine[definition.name] = definition
+        for name, definition in mine.items():
+            if name in found:
+                overridden.append(found[name])
+            found[name] = definition
+    return AgentScan(found, tuple(skipped), tuple(overridden), tuple(notes))
+
+
+def load_definitions(project: Path) -> dict[str, AgentDefinition]:
+    """The agents of ``project`` by name (``scan_definitions``, without its warnings)."""
+    return scan_definitions(project).definitions
+
+
+def choose_model(role_model: str | None, definition: AgentDefinition, team_model: str) -> str:
+    """The model an agent runs on: its team-file role's, else its definition's, else the team's.
+
+    A definition's alias is resolved (``opus``); on a team on ``sim`` a definition's Claude model
+    becomes ``sim:<model>``, so the run stays offline, priced as that model. A definition's model
+    teamrt does not know is passed over for the team's (its definition's warnings say so).
+    """
+    from ..models.catalog import lookup, resolve
+    from ..models.registry import is_sim
+
+    if role_model or definition.model is None:
+        model = resolve(role_model or team_model)
+    else:
+        model = resolve(definition.model)
+    if is_sim(team_model) and not is_sim(model):
+        model = f"sim:{model}"
+    if role_model or definition.model is None:
+        return model
+    return model if lookup(model) is not None else team_model
 
 
 @functools.cache
 def _builtins() -> tuple[tuple[str, AgentDefinition], ...]:
     folder = resources.files("teamrt.agents").joinpath("builtin")
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".md")), key=lambda f: f.name)
-    definitions = (parse_definition(f.read_text(encoding="utf-8"), BUILTIN_SOURCE) for f in files)
+    definitions = (parse_definition(f.read_text(encoding="utf-8"), BUILTIN, scope=BUILTIN) for f in files)
     return tuple((d.name, d) for d in definitions)
 
 
-def _load_dir(directory: Path) -> dict[str, AgentDefinition]:
-    if not directory.is_dir():
-        return {}
-    found: dict[str, AgentDefinition] = {}
-    for path in sorted(directory.glob("*.md")):
-        if path.name.startswith(".") or not path.is_file():
+def _files(folder: Path, inside: Path | None, notes: list[str]) -> list[Path]:
+    """The visible ``*.md`` files under ``folder`` at any depth, sorted by path. Symlinked folders are
+    followed once each; with ``inside``, only those that resolve into it."""
+    if not folder.is_dir():
+        return []
+    found: list[Path] = []
+    seen: set[str] = set()
+    entries = 0
+    for top, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:  # a symlink loop, or a folder reached twice
+            dirs.clear()
             continue
-        definition = parse_definition(_read(path), str(path))
-        earlier = found.get(definition.name)
-        if earlier is not None:
-            raise DefinitionError(str(path), f"agent {definition.name!r} is also defined in {earlier.source}")
-        found[definition.name] = definition
-    return found
+        if inside is not None and not Path(real).is_relative_to(inside.resolve()):
+            notes.append(one_line(f"{top}: a link to a folder outside the project; not read"))
+            dirs.clear()
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += (Path(top, f) for f in files if f.endswith(".md") and not f.startswith("."))
+        entries += len(dirs) + len(files)
+        if len(found) > MAX_FILES or entries > MAX_ENTRIES:
+            notes.append(one_line(f"{folder}: too many files; only some of its agent files were looked at"))
+            break
+    return sorted(found)[:MAX_FILES]
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, inside: Path | None) -> str:
+    """The text of ``path``, a regular UTF-8 file of at most ``MAX_BYTES``; ``inside``: a folder the
+    file must resolve into. A FIFO or device is refused without blocking on it."""
+    source = str(path)
+    if inside is not None and not path.resolve().is_relative_to(inside.resolve()):
+        raise DefinitionError(source, "a link to a file outside the project; not read")
     try:
-        return path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise DefinitionError(str(path), f"cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise DefinitionError(str(path), f"not UTF-8 text (byte {exc.start})") from exc
-
-
-def _split(text: str, source: str) -> tuple[str, str]:
-    """The front matter's YAML text and the body, with a BOM and CRLF line ends undone."""
-    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
-    if lines[0].rstrip() != "---":
-        raise DefinitionError(source, "no front matter: the file must start with a '---' line")
-    for end in range(1, len(lines)):
-        if lines[end].rstrip() == "---":
-            return "\n".join(lines[1:end]), "\n".join(lines[end + 1 :])
-    raise DefinitionError(source, "front matter not closed: no '---' line after the first")
-
-
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, but a key given twice in one mapping is an error, not last-wins."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[str] = set()
-        for key, _ in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                if key.value in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key.value!r} given twice", key.start_mark
-                    )
-                seen.add(key.value)
-        return super().construct_mapping(node, deep)
-
-
-def _load_yaml(header: str, source: str) -> dict[Any, Any]:
+        raise DefinitionError(source, f"cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DefinitionError(source, "not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise DefinitionError(
+                source, f"over {MAX_BYTES // 1024} KiB; an agent file is a short Markdown file"
+            )
+        data = f.read(MAX_BYTES + 1)
     try:
-        fields = yaml.load(header, Loader=_Loader)
-    except yaml.MarkedYAMLError as exc:
-        where = f"line {exc.problem_mark.line + 2}: " if exc.problem_mark else ""  # +2: 0-based, after '---'
-        raise DefinitionError(
-            source, f"{where}YAML error: {exc.problem or exc.context or 'invalid YAML'}"
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise DefinitionError(source, f"YAML error: {exc}") from exc
-    if fields is None:
-        return {}
-    if not isinstance(fields, dict):
-        raise DefinitionError(
-            source, f"front matter must be a mapping of fields, not a {type(fields).__name__}"
-        )
-    return fields
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DefinitionError(source, f"not UTF-8 text (byte {exc.start})") from None
 
 
-def _required_text(value: object, key: str, source: str) -> str:
+def _required_text(value: object, key: str) -> str:
     if value is None:
-        raise DefinitionError(source, f"missing required field {key!r}")
+        raise _Problem(f"missing required field {key!r}")
     if not isinstance(value, str) or not value.strip():
-        raise DefinitionError(source, f"field {key!r} must be a non-empty string, not {_show(value)}")
+        raise _Problem(f"field {key!r} must be a non-empty string, not {_show(value)}")
     return value.strip()
 
 
-def _name(value: object, key: str, source: str) -> str:
-    name = _required_text(value, key, source)
-    if not is_name(name):
-        raise DefinitionError(
-            source,
-            f"field {key!r} must be 1-64 of lowercase letters, digits, '-' and '_', "
-            f"starting with a letter or digit, not {_show(name)}",
+def _name(value: object) -> str:
+    name = _required_text(value, "name")
+    bad = next(
+        (c for c in name if c in "/\\" or c.isspace() or unicodedata.category(c).startswith("C")), None
+    )
+    if len(name) > MAX_NAME or bad is not None or not role_name(name):
+        raise _Problem(
+            f"field 'name' must be 1-{MAX_NAME} characters with a letter or digit, no spaces, slashes or"
+            f" control characters, not {_show(name)}"
         )
     return name
 
 
-def _tools(value: object, key: str, source: str) -> tuple[str, ...] | None:
-    """A comma-separated string or a list, Claude Code's names mapped to teamrt's."""
+def _tools(value: object, key: str, warnings: list[str]) -> tuple[str, ...] | None:
+    """A comma-separated string or a list of tool names, as the model sees them; ``*``: all (None).
+
+    A tool teamrt lacks is left out with a warning, never silently."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -212,36 +325,81 @@ def _tools(value: object, key: str, source: str) -> tuple[str, ...] | None:
     elif isinstance(value, list) and all(isinstance(item, str) for item in value):
         items = value
     else:
-        raise DefinitionError(
-            source, f"field {key!r} must be a comma-separated string or a list of strings, not {_show(value)}"
+        raise _Problem(
+            f"field {key!r} must be a comma-separated string or a list of strings, not {_show(value)}"
         )
-    names = (item.strip() for item in items)
-    return tuple(dict.fromkeys(CLAUDE_TOOL_NAMES.get(name, name) for name in names if name))
+    names: list[str] = []
+    for item in (item.strip() for item in items):
+        if item == "*" and key == "tools":
+            return None
+        if not item:
+            continue
+        known = canonical(item) or (item if item in TEAM_TOOLS else None)
+        if known is not None:
+            names.append(known)
+        else:
+            warnings.append(f"{key}: {_why_not(item)}")
+    return tuple(dict.fromkeys(names))
 
 
-def _model(value: object, key: str, source: str) -> str | None:
+def _why_not(tool: str) -> str:
+    """Why a tool named in a definition is left out."""
+    pattern = _TOOL_PATTERN.fullmatch(tool)
+    if pattern is not None and (canonical(pattern.group(1)) or pattern.group(1) in LATER):
+        return (
+            f"{_show(tool)}: a tool with a rule in parentheses is not supported in a definition; left out"
+            " (put the rule in the team file's [permissions])"
+        )
+    if tool.startswith("mcp__") or tool.lower() in {name.lower() for name in LATER}:
+        return f"{_show(tool)} is not available in teamrt yet; left out"
+    return f"no such tool {_show(tool)}; left out"
+
+
+def _model(value: object, warnings: list[str]) -> str | None:
+    """As written; ``inherit`` is None. One teamrt does not know is kept, with a warning."""
+    from ..models.catalog import lookup, resolve
+
     if value is None:
         return None
-    model = _required_text(value, key, source)
-    return None if model == "inherit" else model
+    model = _required_text(value, "model")
+    if model == "inherit":
+        return None
+    if lookup(resolve(model)) is None:
+        warnings.append(
+            f"model {_show(model)} is not one teamrt knows (teamrt models lists them); the agent runs on"
+            " the team's model"
+        )
+    return model
 
 
-def _permission_mode(value: object, key: str, source: str) -> str | None:
+def _permission_mode(value: object, scope: str, warnings: list[str]) -> str | None:
     if value is None:
         return None
-    if isinstance(value, str) and value in PERMISSION_MODES:
-        return value
-    raise DefinitionError(
-        source, f"field {key!r} must be one of {', '.join(PERMISSION_MODES)}, not {_show(value)}"
+    if isinstance(value, str) and value in REPOSITORY_REFUSED_MODES and scope in (PROJECT, TEAMRT):
+        warnings.append(
+            f"permissionMode {value!r} ignored: a repository's agent file may not lift the permission"
+            " checks (your own ~/.claude/agents files and the team file's permission_mode may)"
+        )
+        return None
+    if isinstance(value, str) and value in (*PERMISSION_MODES, *MODE_ALIASES):
+        return MODE_ALIASES.get(value, value)
+    warnings.append(
+        f"permissionMode {_show(value)} is not one of {', '.join(PERMISSION_MODES)}; ignored, as Claude"
+        " Code ignores it"
     )
+    return None
 
 
-def _max_turns(value: object, key: str, source: str) -> int | None:
+def _max_turns(value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DefinitionError(source, f"field {key!r} must be a positive integer, not {_show(value)}")
+        raise _Problem(f"field 'maxTurns' must be a positive integer, not {_show(value)}")
     return value
+
+
+class _Problem(Exception):
+    """A field that makes the file unusable; ``parse_definition`` names the file."""
 
 
 def _show(value: object) -> str:
@@ -249,5 +407,7 @@ def _show(value: object) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+def one_line(text: str) -> str:
+    """``text`` safe to print on one line of a terminal: a line break as ``\\n``, any other control or
+    bidirectional-override character (an escape sequence in a hostile file's name) as its escape."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group()) or ascii(m.group())[1:-1], text)

@@ -1,6 +1,6 @@
 """``Reply``: what a simulator policy or a scripted step answers, built block by block.
 
-    Reply().think("the tests fail in parser.py").say("Reading it.").call("read", {"path": "parser.py"})
+    Reply().think("the tests fail in parser.py").say("Reading it.").call("Read", {"file_path": "parser.py"})
 
 Ids of tool calls and signatures of thinking blocks are filled in by whoever
 turns the reply into a response (the simulator derives them from the request,

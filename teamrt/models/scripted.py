@@ -1,6 +1,6 @@
 """``ScriptedModel``: an in-process model that answers from a list of steps, for unit tests.
 
-    model = ScriptedModel([Reply().call("read", {"path": "a.txt"}), lambda req: Reply().say("done")])
+    model = ScriptedModel([Reply().call("Read", {"file_path": "a.txt"}), lambda req: Reply().say("done")])
 
 A step is a ``Reply``, a ``ModelResponse``, an exception to raise, or a
 function from the request to one of those. The model fails loudly both ways:

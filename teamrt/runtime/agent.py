@@ -15,6 +15,7 @@ from ..tools.base import Tool, ToolContext
 from ..tools.permissions import Permissions
 from .asking import Asker
 from .budget import Budget
+from .hooking import AgentHooks
 from .stream import TextStream
 
 DEFAULT_MAX_TOKENS = 8192
@@ -64,6 +65,8 @@ class AgentEnv:
     """Called with the names of a turn's tools once they have run (a worktree's overlap check)."""
     stream: TextStream | None = None
     """Where the agent's text goes as it streams, for watchers (``runs/<run>/stream/<agent>``)."""
+    hooks: AgentHooks | None = None
+    """The Claude Code hooks that run at its events (``teamrt.runtime.hooking``); None: none."""
 
 
 @dataclass(frozen=True)

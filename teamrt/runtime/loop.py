@@ -26,9 +26,10 @@ from ..models.tokens import message_tokens, request_tokens
 from ..models.types import Block
 from ..procs import process_start_time
 from ..store import FinishedCall, IngestedMail, NewEvent, ToolUse, Usage
-from ..tools.base import ToolContext, ToolError, ToolResult, tool_param
+from ..tools.base import Tool, ToolContext, ToolError, ToolResult, tool_param
+from ..tools.names import canonical, legacy_input
 from ..tools.permissions import Verdict
-from . import context
+from . import context, hooking
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import Ask
 from .budget import BudgetExhausted, Reservation
@@ -99,13 +100,17 @@ class AgentLoop:
             if results and self._finishing is not None:  # a resume settled an accepted shutdown
                 await self._append_user([r.result[0] for r in results], [], results)
                 return await self._end("done", self.answer, self._finishing)
+            refused = await hooking.starting(self, task)
+            if refused is not None:
+                return await self._end("stopped", self.answer, refused)
             ended = not (start or results) and self.messages and self.messages[-1]["role"] == "assistant"
             if ended and not self._mail_waiting():
                 assert self.env.inbox is not None, "an agent run again needs an inbox"
                 self._waiting.append(await self.env.inbox.next())
             while True:
                 mail = self._take_mail()
-                blocks = [r.result[0] for r in results] + start + [self._mail_block(m) for m in mail]
+                blocks = [r.result[0] for r in results] + start + hooking.context(self)
+                blocks += [self._mail_block(m) for m in mail]
                 if blocks:
                     await self._append_user(blocks, mail, results)
                 results, start = [], []
@@ -120,14 +125,15 @@ class AgentLoop:
                     if self._mail_waiting():
                         continue
                     waits = self.env.keep_waiting is not None and self.env.keep_waiting()
-                    if not (self.spec.persistent or waits):
-                        return await self._end("done", self.answer)
-                    if not await self._idle():
-                        return await self._end("done", self.answer)
-                    continue
+                    if (self.spec.persistent or waits) and await self._idle():
+                        continue
+                    if await hooking.stop_blocked(self):
+                        continue
+                    return await self._end("done", self.answer)
                 results = await self._run_tools(response)
                 if self.env.after_tools is not None:
-                    await self.env.after_tools([call["name"] for call in response.tool_uses])
+                    used = [canonical(c["name"]) or c["name"] for c in response.tool_uses]
+                    await self.env.after_tools(used)
                 if self._finishing is not None:
                     await self._append_user([r.result[0] for r in results], [], results)
                     return await self._end("done", self.answer, self._finishing)
@@ -202,6 +208,8 @@ class AgentLoop:
         that went idle just before that could not have told it, and one after will.
         """
         assert self.env.inbox is not None, "an agent that idles needs an inbox"
+        if await hooking.idle_blocked(self):  # a TeammateIdle hook keeps a teammate working
+            return True
         await self.env.store.set_agent_status(self.spec.name, "idle")
         if self.env.on_idle is not None:
             self.env.on_idle(True)
@@ -318,11 +326,7 @@ class AgentLoop:
         return scrubbed(response)
 
     async def _append_assistant(self, response: ModelResponse) -> None:
-        tools = self.spec.tools
-        uses = [
-            ToolUse(b["id"], b["name"], b["input"], b["name"] in tools and tools[b["name"]].read_only)
-            for b in response.tool_uses
-        ]
+        uses = [ToolUse(b["id"], b["name"], b["input"], self._read_only(b)) for b in response.tool_uses]
         u = response.usage
         usage = Usage(
             u.input_tokens,
@@ -379,16 +383,22 @@ class AgentLoop:
         ]
 
     def _read_only(self, call: Block) -> bool:
-        tool = self.spec.tools.get(call["name"])
+        tool = self._tool(call["name"])
         return tool is not None and tool.read_only
+
+    def _tool(self, name: str) -> Tool | None:
+        """The agent's tool a call names: by the name the model sees, or by an older or other name of it
+        (``read``, ``Agent``), so runs recorded before the rename resume."""
+        return self.spec.tools.get(name) or self.spec.tools.get(canonical(name) or "")
 
     async def _run_one(self, call: Block, invalid: Mapping[str, str]) -> ToolResult:
         """Run one call, or say why it may not run. A call with side effects is journaled
         ``running`` first; a read-only one needs no mark, since a resume runs it again anyway."""
-        refusal = await self._refusal(call, invalid)
+        refusal, args = await self._refusal(call, invalid)
         if refusal is not None:
             return ToolResult(refusal, is_error=True)
-        store, call_id, tool = self.env.store, call["id"], self.spec.tools[call["name"]]
+        store, call_id, tool = self.env.store, call["id"], self._tool(call["name"])
+        assert tool is not None  # _refusal said there is one
         if not tool.read_only:
             await store.move_tool_call(call_id, "running")
 
@@ -403,30 +413,34 @@ class AgentLoop:
         )
         faults.point("tool.before", call_id)
         try:
-            result = await tool.run(call["input"], ctx)
+            result = await tool.run(args, ctx)
         except ToolError as e:
             result = ToolResult(str(e), is_error=True)
+        await hooking.post_tool(self, call, tool.name, args, result)
         faults.point("tool.after", call_id)
         return result
 
-    async def _refusal(self, call: Block, invalid: Mapping[str, str]) -> str | None:
-        """Why the call may not run (invalid input, no such tool, a permission), or None."""
-        name = call["name"]
+    async def _refusal(self, call: Block, invalid: Mapping[str, str]) -> tuple[str | None, dict[str, Any]]:
+        """Why the call may not run (invalid input, no such tool, a PreToolUse hook, a permission), or
+        None; and the input it runs with (a hook may change it)."""
         if call["id"] in invalid:
-            return invalid[call["id"]]
-        tool = self.spec.tools.get(name)
+            return invalid[call["id"]], call["input"]
+        tool = self._tool(call["name"])
         if tool is None:
-            return f"there is no tool named {name!r}; the tools are: {', '.join(sorted(self.spec.tools))}"
-        decision = self.spec.permissions.decide(
-            name, call["input"], read_only=tool.read_only, workspace=self.env.tools.workspace
-        )
+            known = ", ".join(sorted(self.spec.tools))
+            return f"there is no tool named {call['name']!r}; the tools are: {known}", call["input"]
+        name = tool.name  # rules, hooks and asks see the name the model sees now, whatever the call says
+        pre = await hooking.pre_tool(self, call, name, legacy_input(call["name"], call["input"]))
+        if pre.refusal is not None:
+            return pre.refusal, pre.input
+        decision = hooking.decide(self, name, tool, pre)
         if decision.verdict == Verdict.DENY:
-            return f"permission denied: {decision.reason}"
+            return f"permission denied: {decision.reason}", pre.input
         if decision.verdict == Verdict.ASK:
-            answer = await self.env.asker(Ask(self.spec.name, name, call["input"], decision.reason))
+            answer = await self.env.asker(Ask(self.spec.name, name, pre.input, decision.reason))
             if not answer.allowed:
-                return f"permission denied: {answer.reason}"
-        return None
+                return f"permission denied: {answer.reason}", pre.input
+        return None, pre.input
 
     # -- the end -------------------------------------------------------------------
 

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agents import AgentDefinition
+from ..agents import AgentDefinition, choose_model
+from ..claudecode.memory import Memory, load_memory
+from ..claudecode.settings import ClaudeSettings, load_claude_settings
 from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
 from ..models import Model, is_sim, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
@@ -38,16 +40,19 @@ from ..settings import Settings
 from ..store import AgentRecord, EventRecord, FinishedCall, Store, TaskUnavailable, ToolCallRecord, Usage
 from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.files import remove_temporaries
+from ..tools.names import canonical
 from ..tools.permissions import Permissions
 from ..tools.protect import protected_paths
 from ..tools.registry import builtin_tools
 from ..tools.sandbox import SANDBOX_EVENT, default_sandbox
-from ..tools.team import describe_tasks, team_tools
+from ..tools.team import describe_tasks, task_spawn, team_tools
+from ..tools.todo import TODOS_EVENT
 from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Landing, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import USER, HumanAsker
 from .budget import role_budget, run_budget
 from .history import rebuild, unanswered_calls
+from .hooking import RunHooks, load_hooks, task_completing
 from .loop import AgentLoop
 from .resume import (
     ENDED,
@@ -113,15 +118,23 @@ class Supervisor:
         models: dict[str, Model] | None = None,
         on_text: OnText | None = None,
         worktrees: Worktrees | None = None,
+        claude: ClaudeSettings | None = None,
+        memory: Memory | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
         """``models``: clients already open, by name; ``on_text``: where the lead's text streams;
-        ``worktrees``: the run's worktree agents (None: the project is not a git repository)."""
+        ``worktrees``: the run's worktree agents (None: the project is not a git repository);
+        ``claude``, ``memory`` and ``hooks``: the project's Claude Code settings, memory and hooks (None: read
+        them now)."""
         self.store = store
         self.run_dir = run_dir
         self.team = team
         self.definitions = definitions
         self.project = project
         self.settings = settings
+        self.claude = load_claude_settings(project) if claude is None else claude
+        self.memory = load_memory(project) if memory is None else memory  # read once: forks' prefixes match
+        self.hooks = load_hooks(project) if hooks is None else hooks
         self._sim = sim
         self._prices = with_overrides(settings.prices)
         self.mailbox = Mailbox(run_dir / "mailbox", store.run_id, spill_dir=run_dir / "spill")
@@ -272,7 +285,9 @@ class Supervisor:
         fork_of: Member | None = None,
     ) -> Member:
         definition = self.definitions[role.agent]
-        model_name = fork_of.loop.spec.model_name if fork_of else (role.model or self.team.model)
+        model_name = (
+            fork_of.loop.spec.model_name if fork_of else choose_model(role.model, definition, self.team.model)
+        )
         checkout = None
         if kind == "worktree":
             assert self.worktrees is not None
@@ -310,13 +325,14 @@ class Supervisor:
             protected = self._protected(self.project)
             return ToolContext(
                 workspace=self.project, run_dir=self.run_dir, extra_roots=extra, protected=protected,
-                policy=policy,
+                policy=policy, env=dict(self.claude.env),
             )  # fmt: skip
         if checkout is not None:
             assert self.worktrees is not None
             return ToolContext(
                 workspace=checkout.workspace, run_dir=self.run_dir, extra_roots=extra,
-                env=checkout.env(self.worktrees.repo), readable=(self.worktrees.repo.git_dir,),
+                env={**self.claude.env, **checkout.env(self.worktrees.repo)},
+                readable=(self.worktrees.repo.git_dir,),
                 writable=checkout.writable, protected=self._protected(checkout.path, checkout.workspace),
                 policy=policy,
             )  # fmt: skip
@@ -340,7 +356,7 @@ class Supervisor:
             name=name,
             model=self.model(model_name),
             model_name=model_name,
-            system=self._system(role, definition),
+            system=self._with_memory(self._system(role, definition)),
             tools=self._tools_for(definition),
             permissions=self._permissions(role, definition),
             info=lookup(model_name, self._prices),
@@ -360,8 +376,12 @@ class Supervisor:
         )
         return (
             f"{definition.prompt}\n\nThe roles of your team, for spawn_agent's role (kinds worktree and"
-            f" team; forks need none):\n{roles}"
+            f" team; forks need none) and Task's subagent_type:\n{roles}"
         )
+
+    def _with_memory(self, prompt: str) -> str:
+        """``prompt``, then the run's memory (CLAUDE.md ...), the same for every agent."""
+        return f"{prompt}\n\n{self.memory.text}" if self.memory.text else prompt
 
     def _member(
         self, name: str, kind: str, parent: str | None, depth: int, role: RoleSpec, spec: AgentSpec,
@@ -392,6 +412,7 @@ class Supervisor:
             on_idle=lambda idle: self._set_busy(name, not idle),
             current_epoch=lambda agent: self.members[agent].loop.epoch if agent in self.members else None,
             after_tools=(lambda tools: self._check_overlap(name, tools)) if checkout else None,
+            hooks=self.hooks.for_agent(self.store, name=name, kind=kind, agent=role.agent),
         )
         member = Member(
             name, kind, parent, depth, AgentLoop(spec, env, epoch=epoch, messages=messages), inbox,
@@ -411,17 +432,23 @@ class Supervisor:
             self.send(SUPERVISOR, parent.name, f"{name} is idle.", kind="control", summary=f"{name} idle")
 
     def _tools_for(self, definition: AgentDefinition) -> dict[str, Tool]:
-        names = [
-            n
-            for n in self.tools
-            if definition.tools is None or n in definition.tools or n in team_tools(self)
-        ]
-        return {n: self.tools[n] for n in names if n not in definition.disallowed_tools}
+        """The tools ``definition`` names (all when it names none) and the team's coordination tools, less
+        those it disallows; names compared as the model sees them. Claude Code's TodoWrite and Task, team
+        tools in teamrt, come only when named, as in Claude Code."""
+        team = team_tools(self)
+
+        def wanted(name: str) -> bool:
+            shown = canonical(name) or name
+            coordination = name in team and canonical(name) is None
+            named = definition.tools is None or shown in definition.tools or coordination
+            return named and shown not in definition.disallowed_tools
+
+        return {n: tool for n, tool in self.tools.items() if wanted(n)}
 
     def _permissions(self, role: RoleSpec, definition: AgentDefinition) -> Permissions:
-        mode = role.permission_mode or definition.permission_mode or "default"
+        mode = role.permission_mode or definition.permission_mode or self.claude.default_mode or "default"
         allow = [*self.team.allow, *team_tools(self)]  # coordination is allowed unless a rule denies it
-        return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask)
+        return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask, then=self.claude.rules)
 
     def _start(self, member: Member, task: str | list[Block] | None, *, resumed: bool = False) -> None:
         """Run ``member`` as a task of its own; ``resumed``: it goes on from its kept turns."""
@@ -633,8 +660,9 @@ class Supervisor:
             return self.store.reader.run().task
         parent = self.members[member.parent]
         for call, children in self._spawned_by_last_turn(parent):
-            if member in children:
-                return self._first_turn(parent, member, call["input"]["directives"][children.index(member)])
+            spawn = self._spawn_of(call)
+            if member in children and spawn is not None:
+                return self._first_turn(parent, member, spawn[2][children.index(member)])
         return None
 
     def _had_ended(self, member: Member) -> bool:
@@ -663,7 +691,7 @@ class Supervisor:
         for call in unanswered_calls(member.loop.messages):
             entry = journal.get(call["id"])
             status = entry.status if entry else "pending"
-            if call["name"] == "spawn_agent" and status == "running":
+            if status == "running" and self._spawn_of(call) is not None:
                 finished.append(await self._respawn_result(member, call))
             elif status == "running" and call["name"] in REPEATABLE:
                 finished.append(await self._team_call_once(member, call, entry))
@@ -723,12 +751,13 @@ class Supervisor:
     async def _respawn_result(self, parent: Member, call: Block) -> FinishedCall:
         """The result of a spawn the crash cut short: the children it started go on, and answer."""
         children = next((kids for c, kids in self._spawned_by_last_turn(parent) if c["id"] == call["id"]), [])
-        kind, directives = call["input"].get("kind"), call["input"].get("directives") or []
+        spawn = self._spawn_of(call)
+        assert spawn is not None
+        kind, role, directives, wait = spawn
         for directive in directives[len(children) :]:  # the crash came before these were created
-            child = await self._child(parent, kind, call["input"].get("role"))
+            child = await self._child(parent, kind, role)
             self._start(child, self._first_turn(parent, child, directive))
             children.append(child)
-        wait = bool(call["input"].get("wait", kind != "team"))
         names = [c.name for c in children]
         await self.store.append_event(
             "spawn", {"kind": kind, "children": names, "wait": wait}, agent=parent.name
@@ -782,7 +811,7 @@ class Supervisor:
             raise ToolError(
                 f"worktree agents need a git repository with a commit; {self.project} is not in one"
             )
-        if kind in ("team", "worktree") and (role is None or role not in self.team.roles):
+        if kind in ("team", "worktree", "task") and (role is None or role not in self.team.roles):
             raise ToolError(f"role must be one of: {', '.join(sorted(self.team.roles)) or '(none)'}")
         children: list[tuple[Member, str]] = []
         for directive in directives:
@@ -827,11 +856,28 @@ class Supervisor:
                           key=lambda m: created[m.name])  # fmt: skip
         spawned = []
         for call in turns[-1].content:
-            if call.get("type") == "tool_use" and call.get("name") == "spawn_agent":
-                count = len(call["input"].get("directives") or [])
+            spawn = self._spawn_of(call) if call.get("type") == "tool_use" else None
+            if spawn is not None:
+                count = len(spawn[2])
                 spawned.append((call, children[:count]))
                 children = children[count:]
         return spawned
+
+    def _spawn_of(self, call: Block) -> tuple[str, str | None, list[str], bool] | None:
+        """What a spawning call (``spawn_agent``, or ``Task`` by any of its names) asked for: the kind, the
+        role, the directives and whether its caller waits; None for any other call, or a Task call that
+        could start nothing."""
+        args = call.get("input") or {}
+        if call.get("name") == "spawn_agent":
+            kind, directives = str(args.get("kind")), list(args.get("directives") or [])
+            return kind, args.get("role"), directives, bool(args.get("wait", kind != "team"))
+        if canonical(str(call.get("name"))) == "Task":
+            try:
+                kind, role, prompt = task_spawn(args, self.role_agents())
+            except ToolError:
+                return None
+            return kind, role, [prompt], True
+        return None
 
     def _answer(self, child: Member) -> str:
         """A child's answer for its parent: its end, or (a teammate still with us) its latest answer."""
@@ -913,6 +959,11 @@ class Supervisor:
         return f"you hold task {task.id}: {task.subject}\n{task.description}"
 
     async def update_task(self, agent: str, task_id: int, status: str) -> str:
+        task = next((t for t in self.store.reader.tasks() if t.id == task_id), None)
+        if status == "done" and task is not None and agent in self.members:  # TaskCompleted hooks first
+            refused = await task_completing(self.members[agent].loop, task.id, task.subject, task.description)
+            if refused is not None:
+                raise ToolError(f"task {task.id} is not done: a TaskCompleted hook says:\n{refused}")
         task = await self.store.update_task(task_id, status, by=agent)
         return f"task {task.id} is {task.status}"
 
@@ -921,6 +972,12 @@ class Supervisor:
 
     def accept_shutdown(self, agent: str, reason: str) -> None:
         self.members[agent].loop.finish_after_turn(reason)
+
+    def role_agents(self) -> dict[str, str]:
+        return {name: role.agent for name, role in self.team.roles.items()}
+
+    async def record_todos(self, agent: str, todos: list[dict[str, str]]) -> None:
+        await self.store.append_event(TODOS_EVENT, {"todos": todos}, agent=agent)
 
 
 def sim_notice(team: TeamFile, definitions: dict[str, AgentDefinition], *, sim: Any = None) -> str | None:

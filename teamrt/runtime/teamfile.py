@@ -29,7 +29,7 @@ reference is ``docs/team-file.md``. A full example::
 
     [roles.critic]
     agent = "reviewer"
-    permission_mode = "plan"      # default | acceptEdits | plan | bypassPermissions (default: the agent's)
+    permission_mode = "plan"      # default | acceptEdits | plan | dontAsk | auto | bypassPermissions
 
     [permissions]                 # rules for every agent, as in Claude Code's settings
     allow = ["Bash(pytest:*)", "Read"]
@@ -50,7 +50,7 @@ reference is ``docs/team-file.md``. A full example::
     gate_timeout = 600            # seconds each gate may take (default 600)
     integration_branch = "teamrt/integration"   # default: teamrt/<run>; must not exist when the run starts
 
-Agents are looked up in ``load_definitions(project)``. A role may not be named
+Agents are looked up in ``scan_definitions(project)``. A role may not be named
 ``lead``, and role names become parts of agent names, so they follow the
 mailbox's name rule. A team on ``sim`` stays offline: its roles may only name
 ``sim`` models, so a file written for the simulator never spends money by a
@@ -73,11 +73,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agents import load_definitions
+from ..agents import scan_definitions
 from ..mailbox import is_name
 from ..models.catalog import resolve
 from ..models.registry import is_sim
-from ..tools.permissions import Mode, Rule, RuleError
+from ..tools.permissions import MODE_NAMES, Rule, RuleError
 from ..tools.policy import SandboxPolicy
 from .asking import USER
 
@@ -171,7 +171,8 @@ class TeamFileError(ValueError):
 def load_team_file(path: Path, *, project: Path) -> TeamFile:
     """The team file at ``path``, its agents looked up among ``project``'s definitions.
 
-    Raises ``TeamFileError``, or ``DefinitionError`` when an agent definition file is broken.
+    Raises ``TeamFileError``; an agent file that does not load is skipped (``scan_definitions``), so a
+    role naming its agent has no definition.
     """
     raw = _parse(path)
     unknown = [key for key in raw if key not in SECTIONS]
@@ -222,12 +223,14 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
             )
         team_file = dataclasses.replace(team_file, max_concurrent=team_file.max_agents)  # the default, capped
 
-    definitions = load_definitions(project)
+    scan = scan_definitions(project)
     for role in (lead, *roles.values()):
-        if role.agent not in definitions:
-            known = ", ".join(sorted(definitions))
+        if role.agent not in scan.definitions:
+            known = ", ".join(sorted(scan.definitions))
+            skipped = len(scan.skipped)
+            why = f" ({skipped} agent file(s) did not load; teamrt agents says why)" if skipped else ""
             raise TeamFileError(
-                path, f"[{_label(role)}] agent {role.agent!r} has no definition; known: {known}"
+                path, f"[{_label(role)}] agent {role.agent!r} has no definition{why}; known: {known}"
             )
     return team_file
 
@@ -317,7 +320,7 @@ def _role(path: Path, name: str, section: str, value: object) -> RoleSpec:
         budget_tokens=table.count("budget_tokens"),
         budget_usd=table.dollars("budget_usd"),
         max_turns=table.count("max_turns"),
-        permission_mode=table.choice("permission_mode", tuple(Mode)),
+        permission_mode=table.choice("permission_mode", MODE_NAMES),
     )
 
 

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import home
-from ..agents import AgentDefinition, load_definitions
+from ..agents import AgentDefinition, AgentScan, role_name, scan_definitions
+from ..agents.definitions import BUILTIN
+from ..claudecode.memory import Memory, load_memory
+from ..claudecode.settings import ClaudeSettings, load_claude_settings
 from ..models import Model, default_model, open_model
 from ..models.catalog import resolve
 from ..models.registry import is_sim
@@ -19,8 +22,9 @@ from ..tools.policy import SandboxPolicy
 from ..tools.sandbox import OPT_IN, default_sandbox, describe
 from ..worktree import GitRepo, Worktrees
 from .agent import Outcome
+from .hooking import load_hooks
 from .supervisor import Supervisor
-from .teamfile import RoleSpec, TeamFile, load_team_file, team_from_json, team_to_json
+from .teamfile import LEAD, RESERVED, RoleSpec, TeamFile, load_team_file, team_from_json, team_to_json
 
 
 class NoPrompt(ValueError):
@@ -94,19 +98,31 @@ async def run_team_file(
 ) -> RunSummary:
     """Run the team of ``path`` on ``prompt`` (default: the file's), the command line's ``choices`` over
     the file's."""
-    team, task = team_from_file(path, prompt=prompt, project=project, choices=choices)
+    scan = scan_definitions(project)
+    tell_agents(scan, on_notice)
+    team, task = team_from_file(path, prompt=prompt, project=project, choices=choices, scan=scan,
+                                on_notice=on_notice)  # fmt: skip
     return await run_team(
-        team, task, project=project, definitions=load_definitions(project), on_notice=on_notice, run_id=run_id
+        team, task, project=project, definitions=scan.definitions, on_notice=on_notice, run_id=run_id
     )
 
 
 def team_from_file(
-    path: Path, *, prompt: str | None, project: Path, choices: Choices = Choices()
+    path: Path,
+    *,
+    prompt: str | None,
+    project: Path,
+    choices: Choices = Choices(),
+    scan: AgentScan | None = None,
+    on_notice: Notice | None = None,
 ) -> tuple[TeamFile, str]:
     """The team of ``path`` with ``choices`` and the defaults applied, and its task; raises on a user's
-    mistake (a missing key included)."""
+    mistake (a missing key included). The built-in team also gets a role for each of the user's and the
+    project's agents (``scan``: the project's agents, scanned already)."""
     team = load_team_file(path, project=project)
-    if choices.model is not None:
+    if path == DEFAULT_TEAM:
+        team = with_agent_roles(team, scan or scan_definitions(project), on_notice)
+    if choices.model is not None:  # over the team file's models; an agent file's still counts (choose_model)
         team = dataclasses.replace(
             team,
             model=resolve(choices.model),
@@ -121,13 +137,17 @@ def team_from_file(
 
 
 def single_team(
-    agent: str, *, project: Path, choices: Choices = Choices()
+    agent: str, *, project: Path, choices: Choices = Choices(), scan: AgentScan | None = None
 ) -> tuple[TeamFile, dict[str, AgentDefinition]]:
-    """The team of ``teamrt run --agent``: the agent ``agent`` as a lead with no roles."""
-    definitions = load_definitions(project)
+    """The team of ``teamrt run --agent``: the agent ``agent`` (its name, or its role name) as a lead with
+    no roles; the command line's model, when it names one, over the agent file's."""
+    definitions = (scan or scan_definitions(project)).definitions
+    if agent not in definitions:
+        agent = next((name for name in definitions if role_name(name) == agent), agent)
     if agent not in definitions:
         raise UnknownAgent(f"no agent named {agent!r}; known: {', '.join(sorted(definitions))}")
-    lead = RoleSpec("lead", agent, None, None, None, None, None)
+    model = resolve(choices.model) if choices.model else None
+    lead = RoleSpec("lead", agent, model, None, None, None, None)
     team = TeamFile(path=project, name=agent, lead=lead, model=resolve(choices.model or ""))
     return _with_choices(team, choices), definitions
 
@@ -184,10 +204,12 @@ async def run_single(
 ) -> RunSummary:
     """``teamrt run --agent``: the agent ``agent`` as the lead of a team with no roles.
 
-    The command line's model (or the default) decides: an agent file's model never turns an offline
-    run into a billed one.
+    The command line's model decides, else the agent file's, else the default; on ``sim`` an agent
+    file's model stays simulated (``choose_model``), so it never turns an offline run into a billed one.
     """
-    team, definitions = single_team(agent, project=project, choices=choices)
+    scan = scan_definitions(project)
+    tell_agents(scan, on_notice)
+    team, definitions = single_team(agent, project=project, choices=choices, scan=scan)
     return await run_team(
         team, prompt, project=project, definitions=definitions, on_text=on_text, on_notice=on_notice,
         run_id=run_id,
@@ -207,6 +229,8 @@ async def run_team(
     """Run ``team`` on ``task`` to the end, as run ``run_id`` (default: a fresh id)."""
     settings = load_settings()
     models = check_start(team, project)
+    claude, memory = read_claude_code(project, on_notice)
+    hooks = load_hooks(project, on_notice)
     notice = sandbox_notice(team.sandbox)
     if notice is not None and on_notice is not None:
         on_notice(notice)
@@ -241,7 +265,8 @@ async def run_team(
             on_notice(started_line(run_id, team, project))
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=definitions, project=project,
-            settings=settings, models=models, on_text=on_text, worktrees=worktrees,
+            settings=settings, models=models, on_text=on_text, worktrees=worktrees, claude=claude,
+            memory=memory, hooks=hooks,
         )  # fmt: skip
         outcome = await supervisor.run(task)
         return _summary(run_id, outcome, store, team)
@@ -253,7 +278,9 @@ class NotResumable(ValueError):
     """A run that exists but cannot be taken over: it ended, or no team was kept with it."""
 
 
-async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummary:
+async def resume_run(
+    run_id: str, *, on_text: OnText | None = None, on_notice: Notice | None = None
+) -> RunSummary:
     """Take over the crashed run ``run_id`` and go on to its end; a live run is refused (``RunOwned``)."""
     run_dir = home.existing_run_dir(run_id)
     reader = open_reader(run_dir, run_id)
@@ -267,6 +294,10 @@ async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummar
         raise NotResumable(f"run {run_id} was started by an older teamrt that kept no team with it")
     team = team_from_json(run.settings["team"])
     project = Path(run.workdir)
+    scan = scan_definitions(project)
+    tell_agents(scan, on_notice)
+    claude, memory = read_claude_code(project, on_notice)
+    hooks = load_hooks(project, on_notice)
     store = open_store(run_dir, run_id)
     try:
         settings = load_settings()
@@ -281,8 +312,9 @@ async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummar
                 gate_timeout=team.gate_timeout, policy=team.sandbox,
             )  # fmt: skip
         supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=load_definitions(project), project=project,
-            settings=settings, models=models, on_text=on_text, worktrees=worktrees,
+            store=store, run_dir=run_dir, team=team, definitions=scan.definitions, project=project,
+            settings=settings, models=models, on_text=on_text, worktrees=worktrees, claude=claude,
+            memory=memory, hooks=hooks,
         )  # fmt: skip
         outcome = await supervisor.resume()
         return _summary(run_id, outcome, store, team)
@@ -290,9 +322,64 @@ async def resume_run(run_id: str, *, on_text: OnText | None = None) -> RunSummar
         store.close()
 
 
+MAX_AGENT_NOTICES = 10
+"""Agent-file warnings a run's start shows; ``teamrt agents`` lists them all."""
+
+
+def read_claude_code(project: Path, on_notice: Notice | None) -> tuple[ClaudeSettings, Memory]:
+    """The project's Claude Code settings and memory, read once for the run, their warnings said;
+    raises ``SettingsError`` for a settings file that cannot be used."""
+    claude, memory = load_claude_settings(project), load_memory(project)
+    if on_notice is not None:
+        for line in (*claude.warnings, *memory.warnings):
+            on_notice(f"teamrt: warning: {line}")
+    return claude, memory
+
+
+def tell_agents(scan: AgentScan, on_notice: Notice | None) -> None:
+    """Say at a run's start which agent files did not load and what was left out of those that did."""
+    if on_notice is None:
+        return
+    lines = scan.warnings
+    for line in lines[:MAX_AGENT_NOTICES]:
+        on_notice(f"teamrt: warning: {line}")
+    if len(lines) > MAX_AGENT_NOTICES:
+        on_notice(f"teamrt: warning: {len(lines) - MAX_AGENT_NOTICES} more about agent files; teamrt agents"
+                  " lists them all")  # fmt: skip
+
+
+def with_agent_roles(team: TeamFile, scan: AgentScan, on_notice: Notice | None = None) -> TeamFile:
+    """``team`` (the built-in one) with a role for each user and project agent, named by its
+    ``role_name``, so that the lead may spawn it; an agent whose role name is taken is said and left
+    out."""
+    roles = dict(team.roles)
+    for definition in scan.definitions.values():
+        if definition.scope == BUILTIN or definition.name == team.lead.agent:
+            continue
+        name = role_name(definition.name)
+        taken = roles.get(name)
+        if taken is not None and taken.agent == definition.name:
+            continue  # the team's own role for it
+        if taken is not None or name in (LEAD, *RESERVED):
+            if on_notice is not None:
+                on_notice(
+                    f"teamrt: warning: {definition.source}: agent {definition.name!r} is no role of the"
+                    f" default team: the role name {name!r} is taken"
+                )
+            continue
+        roles[name] = RoleSpec(name, definition.name, None, None, None, None, None)
+    return dataclasses.replace(team, roles=roles)
+
+
+SHOWN_ROLES = 8
+"""Roles a run's start line names (the built-in team has one per agent file, maybe many)."""
+
+
 def started_line(run_id: str, team: TeamFile, project: Path) -> str:
     """What a run says as it starts: its id, team, model, workplace and budget."""
-    roles = ", ".join(["lead", *team.roles])
+    names = ["lead", *team.roles]
+    more = f" and {len(names) - SHOWN_ROLES} more" if len(names) > SHOWN_ROLES else ""
+    roles = ", ".join(names[:SHOWN_ROLES]) + more
     models = sorted({r.model or team.model for r in (team.lead, *team.roles.values())})
     said = f"run {run_id} started: team {team.name} ({roles}) on {', '.join(models)} in {project}"
     if on_sim(team):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RUN_STATUSES = ("running", "done", "failed", "stopped")
-AGENT_KINDS = ("lead", "fork", "worktree", "team")
+AGENT_KINDS = ("lead", "fork", "worktree", "team", "task")  # task: a Task call's agent, ends when it answers
 AGENT_STATUSES = ("pending", "running", "idle", "merging", "done", "failed", "stopped")
 ROLES = ("user", "assistant", "compaction")  # compaction: the messages that replace all before it
 TASK_STATUSES = ("open", "in_progress", "done")

@@ -1,4 +1,4 @@
-"""The ``bash`` tool: one command in a fresh shell, sandboxed, in a process group of its own.
+"""The ``Bash`` tool: one command in a fresh shell, sandboxed, in a process group of its own.
 
 The group is the unit of cleanup. When the command ends, whatever it left
 running in the background is ended too (inside bubblewrap the PID namespace
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..procs import group_members, kill_group, tree
-from . import pidlimit
+from . import pidlimit, toolargs
 from .base import OnProcess, ToolContext, ToolError, ToolResult
 from .gitguard import git_escape
 from .quarantine import absent, quarantine
@@ -34,6 +34,7 @@ from .sandbox import Command, Sandbox, default_sandbox
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0
+"""Seconds; the model gives its ``timeout`` in milliseconds, as to Claude Code's Bash."""
 OUTPUT_CHARS = 30_000
 """Output beyond this keeps its beginning and its end."""
 DRAIN_SECONDS = 1.0
@@ -51,16 +52,24 @@ DESCRIPTION = (
     " home directories are hidden, the network is off unless the run allows it, and the processes,"
     f" memory and file sizes of a command are limited. Output over {OUTPUT_CHARS:,} characters keeps its"
     " beginning and end."
-    " Prefer the read, edit, glob and grep tools for files."
+    " Prefer Read, Edit, Glob, Grep and LS for files. Commands cannot run in the background."
 )
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "command": {"type": "string", "description": "The command, run as /bin/bash -c COMMAND."},
+        "description": {
+            "type": "string",
+            "description": "What the command does, in 5-10 words, for the person watching the run.",
+        },
         "timeout": {
             "type": "number",
-            "description": f"Seconds before the command is killed (default {DEFAULT_TIMEOUT:g},"
-            f" at most {MAX_TIMEOUT:g}).",
+            "description": f"Milliseconds before the command is killed (default {DEFAULT_TIMEOUT * 1000:g},"
+            f" at most {MAX_TIMEOUT * 1000:g}).",
+        },
+        "run_in_background": {
+            "type": "boolean",
+            "description": "Not supported: every command ends with its call (leave it out or false).",
         },
     },
     "required": ["command"],
@@ -69,9 +78,9 @@ SCHEMA: dict[str, Any] = {
 
 
 class Bash:
-    """The ``bash`` tool. ``sandbox`` defaults to the process's (bwrap when installed)."""
+    """The ``Bash`` tool. ``sandbox`` defaults to the process's (bwrap when installed)."""
 
-    name = "bash"
+    name = "Bash"
     description = DESCRIPTION
     input_schema = SCHEMA
     read_only = False
@@ -82,15 +91,23 @@ class Bash:
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = input.get("command")
         if not isinstance(command, str) or not command.strip():
-            raise ToolError("bash: command must be a non-empty string")
-        timeout = _timeout(input.get("timeout", DEFAULT_TIMEOUT))
+            raise ToolError("Bash: command must be a non-empty string")
+        timeout = _timeout(input.get("timeout", DEFAULT_TIMEOUT * 1000))
+        if not isinstance(input.get("description", ""), str):
+            raise ToolError("Bash: description must be a string")
+        if toolargs.flag(input, "Bash", "run_in_background"):
+            raise ToolError(
+                "Bash: run_in_background is not supported: each command ends with its call, and what it"
+                " leaves running is stopped; run it in the foreground with a timeout of up to"
+                f" {MAX_TIMEOUT * 1000:g} ms"
+            )
         escape = git_escape(command, ctx.workspace)
         if escape is not None:
-            raise ToolError(f"bash: refused: {escape}")
+            raise ToolError(f"Bash: refused: {escape}")
         sandbox = self.sandbox or default_sandbox()
         refusal = sandbox.refusal(ctx.policy)
         if refusal is not None:
-            raise ToolError(f"bash: refused: {refusal}")
+            raise ToolError(f"Bash: refused: {refusal}")
         missing = absent(ctx)
         done = await run_in_group(sandbox.command(command, ctx), ctx.workspace, timeout, ctx.on_process)
         text = done.output or "(no output)"
@@ -107,9 +124,12 @@ class Bash:
 
 
 def _timeout(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT:
-        raise ToolError(f"bash: timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}")
-    return float(value)
+    """The command's time limit in seconds, from the model's ``timeout`` in milliseconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT * 1000:
+        raise ToolError(
+            f"Bash: timeout must be a number of milliseconds above 0 and at most {MAX_TIMEOUT * 1000:g}"
+        )
+    return float(value) / 1000
 
 
 def _exit_note(code: int, max_file_mb: int) -> str:
@@ -184,7 +204,7 @@ async def _start(
             start_new_session=True,
         )
     except OSError as e:
-        raise ToolError(f"bash: could not start {argv[0]} in {cwd}: {e.strerror}") from e
+        raise ToolError(f"Bash: could not start {argv[0]} in {cwd}: {e.strerror}") from e
     finally:
         os.close(stdout_fd)
 

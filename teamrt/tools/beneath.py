@@ -10,7 +10,7 @@ exact), and the whole path walked again from whichever root holds it; a target
 in no root ends the walk with ``Escape``.
 
 The caller then works through the descriptors the walk returns (``open_file``,
-``make_parents``, ``replace``, ``entries``): nothing is looked up again by a
+``make_parents``, ``replace``): nothing is looked up again by a
 path from outside the tree.
 """
 
@@ -20,7 +20,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -28,12 +28,12 @@ from types import TracebackType
 MAX_HOPS = 40
 """Symlinks followed in one walk before it counts as a loop (Linux's own limit)."""
 MAX_DEPTH = 100
-"""``entries`` does not enter directories deeper than this below its top (each level holds a descriptor)."""
+"""A walk down a tree (``LS``) enters no directory deeper than this below its top (each level holds a
+descriptor)."""
 TEMPORARY_SUFFIX = ".teamrt-tmp"
 """Of the file ``replace`` writes before renaming it over the real one."""
 
 _PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-_LIST = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -221,52 +221,3 @@ def remove_temporaries(root: Path) -> list[Path]:
                 path.unlink(missing_ok=True)
                 removed.append(path)
     return removed
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A file or symlink met by ``entries``; ``dir_fd`` is valid until the next entry is asked for."""
-
-    path: Path
-    dir_fd: int
-    name: str
-    is_link: bool
-
-
-def entries(dir_fd: int, top: Path, enter: Callable[[Path], bool]) -> Generator[Entry, None, None]:
-    """The files and symlinks beneath the directory ``dir_fd`` (whose path is ``top``), depth first in name
-    order; a directory is entered, by descriptor and never through a symlink, when ``enter`` says so."""
-    stack: list[tuple[int, Path, Iterator[tuple[str, bool, bool]]]] = []
-    try:
-        fd = os.open(".", _LIST, dir_fd=dir_fd)
-        stack.append((fd, top, _listing(fd)))
-        while stack:
-            fd, at, names = stack[-1]
-            item = next(names, None)
-            if item is None:
-                os.close(fd)
-                stack.pop()
-                continue
-            name, is_dir, is_link = item
-            path = at / name
-            if not is_dir:
-                yield Entry(path, fd, name, is_link)
-            elif len(stack) <= MAX_DEPTH and enter(path):
-                try:
-                    child = os.open(name, _LIST, dir_fd=fd)
-                except OSError:
-                    continue
-                stack.append((child, path, _listing(child)))
-    finally:
-        for fd, _, _ in stack:
-            _close_quietly(fd)
-
-
-def _listing(fd: int) -> Iterator[tuple[str, bool, bool]]:
-    """The names in the directory ``fd``, sorted, each with whether it is a directory and a symlink."""
-    try:
-        with os.scandir(fd) as listing:
-            found = sorted((e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in listing)
-    except OSError:
-        found = []
-    return iter(found)

@@ -1,99 +1,48 @@
-"""The ``glob`` tool: files by name pattern, newest first, found by a walk that stays in its roots.
+"""The ``Glob`` tool: files by name pattern, newest first, listed by ``rg --files``.
 
-The walk goes by directory descriptor (``beneath.entries``) and never through
-a symlinked directory; it does not enter ``.git`` or teamrt's home. A symlinked
-file is listed only when the file it leads to may be read; files a deny rule
+ripgrep lists the files and matches the pattern (``teamrt.tools.rg``: confined
+as ``Grep`` is, so it never enters ``.git`` or teamrt's home). The pattern is
+given to it anchored (``--glob=/<pattern>``), which gives it the meaning the
+description states: relative to ``path``, ``*`` within one name. A file such a
+glob matches is listed even when ``.gitignore`` excludes it, so a second
+listing without the glob, run at the same time, says which files the ignore
+files leave in. ripgrep's glob engine is a linear-time regex, so no
+pattern can keep a thread busy, as one like ``*a*a*a*a*a*a*a*a*b`` does
+Python's ``re``. Every file listed is checked by ``rg.Paths`` before it is
+shown: a regular file reached without a symlink that the agent may read.
+Symlinks are not listed (ripgrep does not follow them); files a deny rule
 hides are left out and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import re
-import stat
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from . import beneath, toolargs
+from . import rg, toolargs
 from .base import ToolContext, ToolError, ToolResult, object_schema
 from .confine import Confinement, hidden_note
 
+OP = "Glob"
 GLOB_RESULTS = 100
-WALK_FILES = 50_000
-"""A glob looks at no more files than this."""
+GLOB_SECONDS = 20.0
+"""Time limit of ripgrep's listing."""
+PATTERN_CHARS = 10_000
 
+_SLASH_INSIDE = re.compile(r"[\[{][^\]}]*/")
+"""A '/' inside a set or alternatives: the pattern's depth is not its number of names."""
 _DIR = "Directory to search, relative to the workspace or absolute (default: the workspace)."
 
 
-def glob_regex(pattern: str, op: str = "glob") -> re.Pattern[str]:
-    """A regex matching the '/'-separated paths ``pattern`` matches, to use with ``fullmatch``.
-
-    ``*`` and ``?`` stay within one name, ``**/`` is any number of directories
-    (a final ``**``: everything below), ``[...]`` is a set (``[!...]`` its
-    complement) and ``{a,b}`` alternatives.
-    """
-    out: list[str] = []
-    depth = 0
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        at_name_start = i == 0 or pattern[i - 1] == "/"
-        if at_name_start and pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if at_name_start and pattern[i:] == "**":
-            out.append(".*")
-            break
-        if c == "[" and (end := _set_end(pattern, i)) > 0:
-            body = pattern[i + 1 : end]
-            negate = body.startswith("!")
-            body = "".join("\\" + ch if ch in "\\^[]&~|" else ch for ch in (body[1:] if negate else body))
-            out.append(f"[{'^' if negate else ''}{body}]")
-            i = end + 1
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "{":
-            depth += 1
-            out.append("(?:")
-        elif c == "," and depth:
-            out.append("|")
-        elif c == "}" and depth:
-            depth -= 1
-            out.append(")")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    if depth:
-        raise ToolError(f"{op}: {pattern!r} has a '{{' without its '}}'")
-    try:
-        return re.compile("".join(out), re.DOTALL)
-    except re.error as e:
-        raise ToolError(f"{op}: {pattern!r} is not a valid glob pattern: {e}") from e
-
-
-def _set_end(pattern: str, start: int) -> int:
-    """Index of the ']' closing the set opened at ``start`` (a ']' first in the set is literal), or -1."""
-    i = start + 1
-    if pattern.startswith("!", i):
-        i += 1
-    if pattern.startswith("]", i):
-        i += 1
-    return pattern.find("]", i)
-
-
 class Glob:
-    name = "glob"
+    name = OP
     description = (
         "Find files by name pattern, newest first. `*` and `?` match within one name, `**/` any number"
-        " of directories (`**/*.py`: every Python file), `{a,b}` either. The pattern is relative to"
-        f" path. At most {GLOB_RESULTS} files are listed; .git and teamrt's home are skipped."
+        " of directories (`**/*.py`: every Python file; `*.py`: those directly in path), `[abc]` one of"
+        " these characters, `{a,b}` either; `\\` makes the next character plain. The pattern is relative"
+        f" to path. At most {GLOB_RESULTS} files are listed; files that .gitignore excludes, symlinks, .git"
+        " and teamrt's home are not."
     )
     input_schema = object_schema(
         {
@@ -105,87 +54,77 @@ class Glob:
     read_only = True
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        pattern = toolargs.text(input, "glob", "pattern")
-        path = toolargs.path(input, "glob", "path")
+        pattern = toolargs.text(input, OP, "pattern")
+        path = toolargs.path(input, OP, "path")
+        while pattern.startswith("./"):
+            pattern = pattern[2:]
+        if "\0" in pattern or len(pattern) > PATTERN_CHARS:
+            raise ToolError(f"{OP}: pattern must be at most {PATTERN_CHARS} characters, without NUL")
         if not pattern or pattern.startswith("/"):
-            raise ToolError("glob: pattern must be a relative pattern; give the directory as path")
+            raise ToolError(f"{OP}: pattern must be a relative pattern; give the directory as path")
         if ".." in pattern.split("/"):
-            raise ToolError("glob: '..' is not allowed in the pattern; give the directory as path")
-        rx = glob_regex(pattern)
-        return ToolResult(await asyncio.to_thread(_Glob(Confinement.of(ctx), rx).run, pattern, path))
+            raise ToolError(f"{OP}: '..' is not allowed in the pattern; give the directory as path")
+        binary = rg.required(OP)
+        conf = Confinement.of(ctx)
+        scope = await asyncio.to_thread(rg.Scope.of, conf, OP, path)
+        files, matches = await _listings(scope, binary, pattern)
+        if (why := matches.glob_error()) is not None:
+            raise ToolError(f"{OP}: {pattern!r} is not a valid glob pattern: {why}")
+        for found in (files, matches):
+            if (failure := found.failure(OP)) is not None:
+                raise ToolError(failure)
+        return ToolResult(
+            await asyncio.to_thread(_render, rg.Paths(conf, scope), pattern, path, files, matches)
+        )
 
 
-@dataclass
-class _Glob:
-    """One glob: walks, matches, and counts what a deny rule hid."""
+async def _listings(scope: rg.Scope, binary: str, pattern: str) -> tuple[rg.Output, rg.Output]:
+    """Two listings by ripgrep, at once: the files ignore files leave in, and the files ``pattern`` matches.
 
-    conf: Confinement
-    rx: re.Pattern[str]
-    hidden: int = 0
+    Both are needed because ripgrep takes a file a ``--glob`` matches even when
+    ``.gitignore`` excludes it; the files in both are the answer.
+    """
+    options = ["--files", "--null", *_depth(pattern)]
+    files, matches = await asyncio.gather(
+        _list(scope, options, binary),
+        _list(scope, [*options, f"--glob=/{pattern}"], binary),
+        return_exceptions=True,
+    )
+    for failed in (files, matches):
+        if isinstance(failed, BaseException):
+            raise failed
+    assert isinstance(files, rg.Output) and isinstance(matches, rg.Output)
+    return files, matches
 
-    def run(self, pattern: str, path: str) -> str:
-        with self.conf.resolve("glob", path) as top:
-            if top.tail or top.stat is None or not stat.S_ISDIR(top.stat.st_mode):
-                raise ToolError(f"glob: {path} {'is not a directory' if top.stat else 'does not exist'}")
-            matches, stopped = self._matches(top)
-        if not matches:
-            lines = [f"no files match {pattern} in {path}"]
-        else:
-            matches.sort()
-            lines = [self.conf.show(file) for _, file in matches[:GLOB_RESULTS]]
-            if len(matches) > GLOB_RESULTS:
-                shown = f"{GLOB_RESULTS} of {len(matches)} files shown"
-                lines.append(f"({shown}, newest first; narrow the pattern or path)")
-        if self.hidden:
-            lines.append(hidden_note(self.hidden))
-        if stopped:
-            lines.append(f"(stopped after looking at {WALK_FILES} files; narrow the path)")
-        return "\n".join(lines)
 
-    def _matches(self, top: beneath.Spot) -> tuple[list[tuple[float, Path]], bool]:
-        """The matching files that may be read, with their modification times negated; whether the walk
-        stopped early."""
-        matches: list[tuple[float, Path]] = []
+async def _list(scope: rg.Scope, options: list[str], binary: str) -> rg.Output:
+    return await rg.run(
+        OP, scope.argv(binary, options), scope.directory, GLOB_SECONDS, "narrow the pattern or path"
+    )
 
-        def enter(directory: Path) -> bool:
-            return directory.name != ".git" and self.conf.read_refusal(directory, top.root) is None
 
-        with contextlib.closing(beneath.entries(top.dir_fd, top.path, enter)) as walk:
-            for seen, entry in enumerate(walk, 1):
-                if seen > WALK_FILES:
-                    return matches, True
-                if not self.rx.fullmatch(str(entry.path.relative_to(top.path))):
-                    continue
-                st = self._readable(entry, top.root)
-                if st is not None:
-                    matches.append((-st.st_mtime, entry.path))
-        return matches, False
+def _depth(pattern: str) -> list[str]:
+    """``--max-depth`` of the files ``pattern`` can match, when it has a depth, so ripgrep goes no deeper."""
+    if "**" in pattern or _SLASH_INSIDE.search(pattern):
+        return []
+    return [f"--max-depth={pattern.count('/') + 1}"]
 
-    def _readable(self, entry: beneath.Entry, root: Path) -> os.stat_result | None:
-        """The stat of the regular file ``entry`` is or leads to, when it may be read; else None."""
-        if self.conf.in_home(entry.path, root):
-            return None
-        if self.conf.rule(entry.path) is not None:
-            self.hidden += 1
-            return None
-        if entry.is_link:
-            return self._link_target(entry)
-        try:
-            st = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
-        except OSError:
-            return None
-        return st if stat.S_ISREG(st.st_mode) else None
 
-    def _link_target(self, entry: beneath.Entry) -> os.stat_result | None:
-        """The stat of the regular file the symlink ``entry`` leads to, when that may be read; else None."""
-        try:
-            with beneath.resolve(entry.path, self.conf.roots) as target:
-                found, root, st = target.path, target.root, target.stat
-        except (beneath.Escape, OSError):
-            return None
-        if st is None or not stat.S_ISREG(st.st_mode) or self.conf.in_home(found, root):
-            return None
-        if self.conf.rule(found) is not None:
-            self.hidden += 1
-            return None
-        return st
+def _render(paths: rg.Paths, pattern: str, path: str, files: rg.Output, matches: rg.Output) -> str:
+    """The files in both listings that may be seen, newest first (then by path), within the cap."""
+    kept = set(files.out.split(b"\0")[:-1])
+    listed = sorted(raw for raw in matches.out.split(b"\0")[:-1] if raw in kept)  # by directory
+    with paths:
+        found = sorted((-file.stat.st_mtime, file.shown) for raw in listed if (file := paths.check(raw)))
+    lines = [shown for _, shown in found[:GLOB_RESULTS]] or [f"no files match {pattern} in {path}"]
+    if len(found) > GLOB_RESULTS:
+        lines.append(
+            f"({GLOB_RESULTS} of {len(found)} files shown, newest first; narrow the pattern or path)"
+        )
+    if files.cut or matches.cut:
+        lines.append(
+            f"(ripgrep's listing was cut at {rg.OUTPUT_BYTES // 2**20} MiB; narrow the pattern or path)"
+        )
+    if paths.hidden:
+        lines.append(hidden_note(paths.hidden))
+    return "\n".join(lines)

@@ -2,12 +2,25 @@
 
 A rule is ``Tool`` or ``Tool(specifier)``. A call is checked against the deny
 rules, then the ask rules, then the allow rules; the first that matches
-decides, and when none does the mode decides.
+decides, and when none does the mode decides. Rules come in layers (the team
+file's, then the Claude Code settings'): a later layer decides only a call no
+rule of an earlier one matches.
 
-Tool names match case-insensitively. ``Read`` rules cover ``read``, ``glob``
-and ``grep``; ``Edit`` rules cover ``edit`` and ``write``; ``mcp__server``
-and ``mcp__server__*`` cover every tool of that server; other names match
-exactly. Only ``Bash`` and the file tools take a specifier.
+Tool names match case-insensitively, old names and new (``read`` is
+``Read``, ``Agent`` is ``Task``). ``Read`` rules cover Read, Glob, Grep and
+LS; ``Edit`` rules cover Edit, Write and MultiEdit; ``mcp__server`` and
+``mcp__server__*`` cover every tool of that server; other names match
+exactly. ``Bash``, the file tools and ``Task`` (``Task(reviewer)``: that
+subagent_type) take a specifier; so do Claude Code's tools teamrt lacks
+(``WebFetch(domain:example.com)``) and ``mcp__`` tools, whose specifiers
+teamrt cannot check: such a deny or ask rule covers every use of the tool,
+such an allow rule none.
+
+Modes: ``default`` (also ``manual``) asks about what is not read-only;
+``acceptEdits`` allows edits inside the workspace; ``auto`` is acceptEdits
+here (what Claude Code hands to its classifier, teamrt asks about); ``plan``
+denies what is not read-only; ``dontAsk`` denies whatever would be asked,
+ask rules included; ``bypassPermissions`` allows what no rule decides.
 
 ``Bash(npm test)`` matches that command exactly; ``*`` matches any text, and a
 trailing `` *`` also matches nothing, so ``Bash(npm run test *)`` and the older
@@ -59,6 +72,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .names import LATER, canonical
 from .shellparse import ShellSyntaxError, parse
 from .shellprograms import Command, Reading, read
 
@@ -68,6 +82,16 @@ class Mode(StrEnum):
     ACCEPT_EDITS = "acceptEdits"
     PLAN = "plan"
     BYPASS = "bypassPermissions"
+    DONT_ASK = "dontAsk"
+    AUTO = "auto"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Mode | None:
+        return cls.DEFAULT if value == "manual" else None  # the name Claude Code's menus show
+
+
+MODE_NAMES = (*(mode.value for mode in Mode), "manual")
+"""Every name a mode may be given by."""
 
 
 class Verdict(StrEnum):
@@ -94,22 +118,29 @@ class RuleError(ValueError):
 
 _RULE = re.compile(r"(?P<tool>[^()]*)(?:\((?P<specifier>.*)\))?", re.DOTALL)
 _TOOL_NAME = re.compile(r"[A-Za-z_][\w-]*")
-_COVERED = {"read": frozenset({"read", "glob", "grep"}), "edit": frozenset({"edit", "write"})}
-_FILE_TOOLS = frozenset({"read", "write", "edit", "glob", "grep"})
+_COVERED = {
+    "read": frozenset({"read", "glob", "grep", "ls"}),
+    "edit": frozenset({"edit", "write", "multiedit"}),
+}
+_FILE_TOOLS = frozenset({"read", "write", "edit", "multiedit", "glob", "grep", "ls"})
 _EDIT_TOOLS = _COVERED["edit"]
+_UNCHECKED = frozenset(name.lower() for name in LATER)
+"""Tools whose specifiers teamrt keeps without checking them (with ``mcp__`` tools)."""
 
 
 @dataclass(frozen=True)
 class Rule:
     tool: str
-    """The tool name in lower case (``bash``, ``edit``, ``mcp__github``)."""
+    """The tool's name in lower case, as the model sees it (``bash``, ``task``, ``mcp__github``)."""
     specifier: str | None
     """What is inside the parentheses, stripped; None for every use of the tool."""
     text: str
     """The rule as written."""
+    origin: str = ""
+    """Where the rule is written (a settings file), for reasons; "" for the team file."""
 
     @classmethod
-    def parse(cls, text: str) -> Rule:
+    def parse(cls, text: str, origin: str = "") -> Rule:
         if not text.strip():
             raise RuleError(text, "the rule is empty")
         match = _RULE.fullmatch(text.strip())
@@ -120,27 +151,29 @@ class Rule:
             raise RuleError(text, "no tool name before the parentheses")
         if not _TOOL_NAME.fullmatch(tool.removesuffix("__*")):
             raise RuleError(text, f"{tool!r} is not a tool name")
-        tool, specifier = tool.lower(), match["specifier"]
+        tool, specifier = folded(tool), match["specifier"]
         if specifier is None:
-            return cls(tool, None, text)
+            return cls(tool, None, text, origin)
         specifier = specifier.strip()
         if not specifier:
             raise RuleError(text, f"empty parentheses; write {match['tool'].strip()} to match every use")
         if tool == "bash":
             if specifier == "*":
-                return cls(tool, None, text)
+                return cls(tool, None, text, origin)
             try:
                 _command_patterns(specifier)
             except ValueError as e:
                 raise RuleError(text, str(e)) from None
-        elif tool not in _FILE_TOOLS:
+        elif tool not in _FILE_TOOLS and tool != "task" and not _unchecked(tool):
             raise RuleError(
-                text, "only Bash and the file tools (Read, Edit, Write, Glob, Grep) take a specifier"
+                text,
+                "only Bash, the file tools (Read, Edit, Write, MultiEdit, Glob, Grep, LS), Task and"
+                " Claude Code's tools teamrt lacks take a specifier",
             )
-        return cls(tool, specifier, text)
+        return cls(tool, specifier, text, origin)
 
     def covers(self, tool: str) -> bool:
-        """Whether the rule is about ``tool`` (a lower-case name), whatever its input."""
+        """Whether the rule is about ``tool`` (a ``folded`` name), whatever its input."""
         if self.tool in _COVERED:
             return tool in _COVERED[self.tool]
         if self.tool.endswith("__*"):
@@ -150,8 +183,57 @@ class Rule:
         return tool == self.tool
 
 
+@dataclass(frozen=True)
+class Rules:
+    """One layer of rules: its deny rules decide first, then its ask rules, then its allow rules."""
+
+    allow: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+
+    @classmethod
+    def parse(
+        cls, *, allow: Iterable[str] = (), deny: Iterable[str] = (), ask: Iterable[str] = (), origin: str = ""
+    ) -> Rules:
+        def parsed(texts: Iterable[str]) -> tuple[Rule, ...]:
+            return tuple(Rule.parse(text, origin) for text in texts)
+
+        return cls(parsed(allow), parsed(deny), parsed(ask))
+
+    def __add__(self, other: Rules) -> Rules:
+        return Rules(self.allow + other.allow, self.deny + other.deny, self.ask + other.ask)
+
+    def decide(
+        self, tool: str, input: Mapping[str, Any], workspace: Path, reading: Reading | None
+    ) -> Decision | None:
+        """The decision of the first of these rules that matches the call (``tool`` folded), or None."""
+        for verdict, rules in ((Verdict.DENY, self.deny), (Verdict.ASK, self.ask)):
+            decision = _checked(verdict, rules, tool, input, workspace, reading)
+            if decision is not None:
+                return decision
+        allowing = _allowing(self.allow, tool, input, workspace, reading)
+        if allowing:
+            texts = ", ".join(_named(rule) for rule in allowing)
+            return Decision(Verdict.ALLOW, f"allowed by rule{'s' if len(allowing) > 1 else ''} {texts}")
+        return None
+
+    def read_decided(self, path: Path, workspace: Path) -> tuple[bool, str | None]:
+        """Whether a rule of this layer decides a read of the canonical ``path``, and the deny rule
+        (as written, with its origin) that forbids it, if one does."""
+        for rule in self.deny:
+            if rule.covers("read") and (rule.specifier is None or _covers(rule.specifier, path, workspace)):
+                return True, f"{rule.text} in {rule.origin}" if rule.origin else rule.text
+        for rule in (*self.ask, *self.allow):
+            if rule.covers("read") and (rule.specifier is None or _covers(rule.specifier, path, workspace)):
+                return True, None
+        return False, None
+
+
 class Permissions:
-    """The mode and the rules an agent's tool calls are decided by."""
+    """The mode and the rules an agent's tool calls are decided by.
+
+    ``allow``, ``deny`` and ``ask`` are the team file's rules; ``then`` the rules that decide what
+    those do not match (the Claude Code settings')."""
 
     def __init__(
         self,
@@ -160,40 +242,44 @@ class Permissions:
         allow: Iterable[str] = (),
         deny: Iterable[str] = (),
         ask: Iterable[str] = (),
+        then: Rules = Rules(),
     ) -> None:
         try:
             self.mode = Mode(mode)
         except ValueError:
-            raise ValueError(f"unknown permission mode {mode!r}; use one of: {', '.join(Mode)}") from None
-        self.allow = tuple(Rule.parse(text) for text in allow)
-        self.deny = tuple(Rule.parse(text) for text in deny)
-        self.ask = tuple(Rule.parse(text) for text in ask)
+            raise ValueError(
+                f"unknown permission mode {mode!r}; use one of: {', '.join(MODE_NAMES)}"
+            ) from None
+        self.layers = (Rules.parse(allow=allow, deny=deny, ask=ask), then)
 
     def decide(self, tool: str, input: Mapping[str, Any], *, read_only: bool, workspace: Path) -> Decision:
-        """Deny rules, then ask rules, then allow rules, then the mode; paths are under ``workspace``."""
-        name = tool.lower()
+        """The first layer of rules that matches decides, else the mode; paths are under ``workspace``."""
+        name = folded(tool)
         reading = read(_command(input)) if name == "bash" else None
-        for verdict, rules in ((Verdict.DENY, self.deny), (Verdict.ASK, self.ask)):
-            decision = _checked(verdict, rules, name, input, workspace, reading)
+        for layer in self.layers:
+            decision = layer.decide(name, input, workspace, reading)
             if decision is not None:
-                return decision
-        allowing = _allowing(self.allow, name, input, workspace, reading)
-        if allowing:
-            texts = ", ".join(_quote(rule.text) for rule in allowing)
-            return Decision(Verdict.ALLOW, f"allowed by rule{'s' if len(allowing) > 1 else ''} {texts}")
-        return self._by_mode(tool, input, read_only, workspace)
+                break
+        else:
+            decision = self._by_mode(tool, name, input, read_only, workspace)
+        if decision.verdict is Verdict.ASK and self.mode is Mode.DONT_ASK:
+            return Decision(Verdict.DENY, f"{decision.reason}; dontAsk mode denies what it would ask")
+        return decision
 
     def read_denial(self, path: Path, workspace: Path) -> str | None:
         """The deny rule (as written) that forbids reading the canonical ``path``, or None.
 
-        These are the ``Read`` rules (they cover read, glob and grep): the file
-        tools refuse such a path and leave it out of their walks."""
-        for rule in self.deny:
-            if rule.covers("read") and (rule.specifier is None or _covers(rule.specifier, path, workspace)):
-                return rule.text
+        These are the ``Read`` rules (they cover Read, Glob, Grep and LS): the
+        file tools refuse such a path and leave it out of their walks."""
+        for layer in self.layers:
+            decided, rule = layer.read_decided(path, workspace)
+            if decided:
+                return rule
         return None
 
-    def _by_mode(self, tool: str, input: Mapping[str, Any], read_only: bool, workspace: Path) -> Decision:
+    def _by_mode(
+        self, tool: str, name: str, input: Mapping[str, Any], read_only: bool, workspace: Path
+    ) -> Decision:
         mode = self.mode
         if mode is Mode.BYPASS:
             return Decision(Verdict.ALLOW, f"{tool} is allowed in {mode} mode")
@@ -201,13 +287,32 @@ class Permissions:
             return Decision(Verdict.ALLOW, f"{tool} is read-only ({mode} mode)")
         if mode is Mode.PLAN:
             return Decision(Verdict.DENY, f"plan mode is read-only: {tool} is not allowed")
-        if mode is Mode.ACCEPT_EDITS and tool.lower() in _EDIT_TOOLS:
+        if mode is Mode.DONT_ASK:
+            return Decision(Verdict.DENY, f"no rule allows {tool}, and dontAsk mode denies what it would ask")
+        if mode in (Mode.ACCEPT_EDITS, Mode.AUTO) and name in _EDIT_TOOLS:
             target = _target(input, workspace)
             if target is not None:
                 if target.is_relative_to(os.path.realpath(workspace)):
                     return Decision(Verdict.ALLOW, f"{tool} inside the workspace is allowed in {mode} mode")
                 return Decision(Verdict.ASK, f"{tool} outside the workspace needs approval in {mode} mode")
+        if mode is Mode.AUTO:
+            return Decision(Verdict.ASK, f"{tool} needs approval in auto mode (teamrt has no classifier)")
         return Decision(Verdict.ASK, f"{tool} needs approval in {mode} mode")
+
+
+def folded(tool: str) -> str:
+    """``tool``'s name as rules compare it: the model-facing name (``names.canonical``), in lower case."""
+    return (canonical(tool) or tool.strip()).lower()
+
+
+def _unchecked(tool: str) -> bool:
+    """Whether teamrt keeps the tool's specifiers without checking them: Claude Code's tools it lacks."""
+    return tool in _UNCHECKED or tool.startswith("mcp__")
+
+
+def _named(rule: Rule) -> str:
+    """A rule in a reason: as written, and where, when not in the team file."""
+    return f"{_quote(rule.text)} in {rule.origin}" if rule.origin else _quote(rule.text)
 
 
 def _checked(
@@ -223,7 +328,7 @@ def _checked(
     for rule in rules:
         why = _hits(rule, tool, input, workspace, reading)
         if why is not None:
-            return Decision(verdict, f"{by} rule {_quote(rule.text)}{why}")
+            return Decision(verdict, f"{by} rule {_named(rule)}{why}")
     if reading is not None and reading.opaque:
         specific = next((rule for rule in rules if rule.tool == "bash" and rule.specifier), None)
         if specific is not None:
@@ -242,8 +347,10 @@ def _hits(
     if rule.specifier is None:
         return ""
     if reading is None:
-        subject = _subject(tool, input, workspace)
-        return "" if subject is not None and _covers(rule.specifier, subject, workspace) else None
+        about = _about(rule.specifier, tool, input, workspace)
+        if about is None:
+            return " (teamrt cannot check its specifier, so it applies to every use)"
+        return "" if about else None
     _, by_name = _command_patterns(rule.specifier)
     maybe = None
     for command in reading.commands:
@@ -258,10 +365,10 @@ def _unreadable(reason: str, rule: Rule, verdict: Verdict) -> str:
     """Why an opaque command is denied or asked about while ``rule`` is in force."""
     if verdict is Verdict.DENY:
         return (
-            f"cannot tell what this command runs ({reason}), so rule {_quote(rule.text)} may forbid it;"
+            f"cannot tell what this command runs ({reason}), so rule {_named(rule)} may forbid it;"
             " write the command out plainly"
         )
-    return f"cannot tell what this command runs ({reason}), so rule {_quote(rule.text)} may apply"
+    return f"cannot tell what this command runs ({reason}), so rule {_named(rule)} may apply"
 
 
 def _allowing(
@@ -278,10 +385,7 @@ def _allowing(
     if whole is not None:
         return [whole]
     if reading is None:
-        subject = _subject(tool, input, workspace)
-        if subject is None:
-            return []
-        return [rule for rule in covering if _covers(rule.specifier or "", subject, workspace)][:1]
+        return [rule for rule in covering if _about(rule.specifier or "", tool, input, workspace)][:1]
     if reading.opaque or reading.substitution or not reading.commands:
         return []
     used: list[Rule] = []
@@ -394,6 +498,17 @@ def _target(input: Mapping[str, Any], workspace: Path) -> Path | None:
         return Path(os.path.realpath(os.path.join(workspace, path)))
     except ValueError:  # a NUL or a lone surrogate: no file has that name, and the tool says so
         return None
+
+
+def _about(specifier: str, tool: str, input: Mapping[str, Any], workspace: Path) -> bool | None:
+    """Whether a specifier matches a call that is not bash's; None when teamrt cannot tell."""
+    if tool in _FILE_TOOLS:
+        subject = _subject(tool, input, workspace)
+        return subject is not None and _covers(specifier, subject, workspace)
+    if tool == "task":  # the subagent it starts; none is Claude Code's general-purpose one
+        kind = input.get("subagent_type") or "general-purpose"
+        return isinstance(kind, str) and kind.strip().lower() == specifier.lower()
+    return None
 
 
 def _subject(tool: str, input: Mapping[str, Any], workspace: Path) -> Path | None:

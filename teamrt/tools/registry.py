@@ -1,13 +1,15 @@
-"""The built-in tools, by the names the model calls them."""
+"""The built-in tools, by the names the model calls them (Claude Code's)."""
 
 from __future__ import annotations
 
 from .base import Tool
 from .bash import Bash
-from .files import Edit, Glob, Grep, Read, Write
+from .files import Edit, Glob, Grep, MultiEdit, Read, Write
+from .listing import LS
 
 
 def builtin_tools() -> dict[str, Tool]:
-    """Fresh instances of read, write, edit, glob, grep and bash, in that order (the order the model sees)."""
-    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
+    """Fresh instances of Read, Write, Edit, MultiEdit, Glob, Grep, LS and Bash, in the order the model
+    sees them. ``TodoWrite`` and ``Task`` need the team: ``teamrt.tools.team.team_tools`` makes them."""
+    tools: list[Tool] = [Read(), Write(), Edit(), MultiEdit(), Glob(), Grep(), LS(), Bash()]
     return {tool.name: tool for tool in tools}

@@ -3,16 +3,24 @@
 They are coordination, not side effects on the user's machine, so a team's
 permissions allow them unless a rule denies them. Each call acts for the
 agent named in its ``ToolContext``; the ``Team`` protocol is the supervisor.
+Two of them are Claude Code's: ``Task`` (a sub-agent that answers the call,
+teamrt's spawn in Claude Code's form) and ``TodoWrite`` (``teamrt.tools.todo``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from .base import ToolContext, ToolError, ToolResult, object_schema
+from .todo import TodoWrite
 
 KINDS = ("fork", "worktree", "team")
+"""What ``spawn_agent`` starts. A ``Task`` call starts a fork, or a ``task``: one agent of a role, in its
+caller's workspace, that ends when it answers."""
+GENERAL_PURPOSE = "general-purpose"
+"""Claude Code's sub-agent type for "no particular role": in teamrt, a fork."""
 
 
 class Team(Protocol):
@@ -36,6 +44,12 @@ class Team(Protocol):
     def list_tasks(self) -> str: ...
 
     def accept_shutdown(self, agent: str, reason: str) -> None: ...
+
+    def role_agents(self) -> Mapping[str, str]:
+        """Each role of the team by name, with the name of its agent definition."""
+        ...
+
+    async def record_todos(self, agent: str, todos: list[dict[str, str]]) -> None: ...
 
 
 _REQUIRED = object()
@@ -99,6 +113,57 @@ class SpawnAgent(_TeamTool):
         return ToolResult(
             await self.team.spawn(ctx.agent, kind=kind, role=role, directives=directives, wait=wait)
         )
+
+
+class Task(_TeamTool):
+    name = "Task"
+    description = (
+        "Hand a piece of work to a sub-agent with a context of its own; this call returns its final"
+        " answer. subagent_type names one of the team's roles (listed in your system prompt): an agent of"
+        f" that role works on the prompt in your workspace and ends when it answers. '{GENERAL_PURPOSE}'"
+        " (or no subagent_type) starts a fork instead: a copy of you, with your whole context, given the"
+        " prompt. A role's agent sees nothing but the prompt, so make it stand alone: the goal, the files"
+        " involved, and what to report back. To start several at once, worktree agents on their own"
+        " branches, or teammates that stay, use spawn_agent."
+    )
+    input_schema = object_schema(
+        {
+            "description": {"type": "string", "description": "What the sub-agent is for, in 3-5 words."},
+            "prompt": {"type": "string", "description": "The work, for the sub-agent to do."},
+            "subagent_type": {
+                "type": "string",
+                "description": f"A role of the team, or '{GENERAL_PURPOSE}' for a fork of you.",
+            },
+        },
+        "description",
+        "prompt",
+    )
+
+    async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        kind, role, prompt = task_spawn(input, self.team.role_agents())
+        return ToolResult(
+            await self.team.spawn(ctx.agent, kind=kind, role=role, directives=[prompt], wait=True)
+        )
+
+
+def task_spawn(input: dict[str, Any], roles: Mapping[str, str]) -> tuple[str, str | None, str]:
+    """What a ``Task`` call starts, given the team's ``roles`` (``role_agents``): (``fork``, None, prompt) or
+    (``task``, the role, prompt). ``subagent_type`` may name a role or its agent definition, in any case."""
+    _get(input, "description", str)
+    prompt = _get(input, "prompt", str)
+    if not prompt.strip():
+        raise ToolError("prompt must not be empty")
+    wanted = _get(input, "subagent_type", str, "").strip()
+    folded = wanted.casefold()
+    found = [r for r, agent in roles.items() if folded in (r.casefold(), agent.casefold())]
+    if wanted in roles:
+        return "task", wanted, prompt
+    if found:
+        return "task", found[0], prompt
+    if folded in ("", GENERAL_PURPOSE):
+        return "fork", None, prompt
+    known = ", ".join([GENERAL_PURPOSE, *sorted(roles)])
+    raise ToolError(f"subagent_type {wanted[:100]!r} is not a role of this team; use one of: {known}")
 
 
 class SendMessage(_TeamTool):
@@ -217,9 +282,10 @@ class RespondShutdown(_TeamTool):
 
 
 def team_tools(team: Team) -> dict[str, Any]:
-    tools: list[_TeamTool] = [
-        SpawnAgent(team), SendMessage(team), Broadcast(team), TaskCreate(team), TaskClaim(team),
-        TaskUpdate(team), TaskList(team), RequestShutdown(team), RespondShutdown(team),
+    """The tools that need the team, Claude Code's two (``TodoWrite``, ``Task``) first."""
+    tools: list[_TeamTool | TodoWrite] = [
+        TodoWrite(team), Task(team), SpawnAgent(team), SendMessage(team), Broadcast(team), TaskCreate(team),
+        TaskClaim(team), TaskUpdate(team), TaskList(team), RequestShutdown(team), RespondShutdown(team),
     ]  # fmt: skip
     return {t.name: t for t in tools}
 

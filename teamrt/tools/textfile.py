@@ -24,7 +24,7 @@ def regular(op: str, spot: beneath.Spot, file_path: str) -> os.stat_result:
     if spot.stat is None:
         raise ToolError(f"{op}: {file_path} does not exist")
     if stat.S_ISDIR(spot.stat.st_mode):
-        raise ToolError(f"{op}: {file_path} is a directory{'; list it with glob' if op == 'read' else ''}")
+        raise ToolError(f"{op}: {file_path} is a directory{'; list it with LS' if op == 'Read' else ''}")
     if not stat.S_ISREG(spot.stat.st_mode):
         raise ToolError(f"{op}: {file_path} is not a regular file")
     return spot.stat

@@ -26,8 +26,9 @@ from .overlap import Overlaps
 from .queue import MergeQueue
 
 MAX_ATTEMPTS = 3
-FILE_TOOLS = frozenset({"write", "edit", "bash"})
-"""The tools after which an agent's changed files are compared with the others'."""
+FILE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "Bash"})
+"""The tools after which an agent's changed files are compared with the others' (by the names the model
+sees; the loop reports a call to an older name by the tool it dispatches to)."""
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ def lead(request: SimRequest) -> Reply:
     report of each coder (merged or not, and what the merge queue's gates said of the merge), the
     integration branch's tip as ``git log`` shows it. What it could not check, it says it could not."""
     done = history(request)
-    runs = [o for o in done if o.name == "bash" and o.input.get("command") == SUITE]
+    runs = [o for o in done if o.name == "Bash" and o.input.get("command") == SUITE]
     if not runs:
-        return Reply().say("First, which tests fail.").call("bash", {"command": SUITE})
+        return Reply().say("First, which tests fail.").call("Bash", {"command": SUITE})
     first = runs[0]
     if not _ran(first.output):
         return Reply().say(
@@ -117,8 +117,8 @@ def lead(request: SimRequest) -> Reply:
     wanted: list[tuple[str, dict[str, str]]] = []  # all at once; after a crash, what it cut short again
     if not checked:
         wanted.append(("task_list", {}))
-    if log is not None and not any(o.name == "bash" and o.input.get("command") == log for o in done):
-        wanted.append(("bash", {"command": log}))
+    if log is not None and not any(o.name == "Bash" and o.input.get("command") == log for o in done):
+        wanted.append(("Bash", {"command": log}))
     if reviewer and not any(o.name == "request_shutdown" for o in done):
         wanted.append(("request_shutdown", {"agent": reviewer, "reason": "the coders are done"}))
     if wanted:
@@ -187,7 +187,7 @@ def _integration(merges: list[_Merge], done: list[ToolOutcome]) -> str:
     """What is known of the integration branch: the gates' verdict on the merge that is its tip."""
     branch = merges[0].branch
     command = f"git log -1 --format=%H {branch}"
-    log = next((o for o in done if o.name == "bash" and o.input.get("command") == command), None)
+    log = next((o for o in done if o.name == "Bash" and o.input.get("command") == command), None)
     if log is None or log.is_error or not re.fullmatch(r"[0-9a-f]{40}", log.output.strip()):
         said = gist(log.output) if log is not None else "not checked"
         return f"I could not read the tip of {branch} ({said}), so I do not claim it passes."
@@ -297,16 +297,16 @@ def coder(request: SimRequest) -> Reply:
             Reply()
             .say(f"Claiming task {task.group(1)} and running its tests.")
             .call("task_claim", {"task_id": int(task.group(1))})
-            .call("bash", {"command": check})
+            .call("Bash", {"command": check})
         )
     if any(m.sender == "supervisor" and "merge" in m.summary for m in mail(request, last=True)):
         return (
-            Reply().say("My branch was not merged; running my tests again.").call("bash", {"command": check})
+            Reply().say("My branch was not merged; running my tests again.").call("Bash", {"command": check})
         )
     s = _replay(done, check)
     if s.last_run is None or s.trying is not None or s.applying is not None:  # a run cut short
         return (
-            Reply().say(f"Running the tests of task {task.group(1)} again.").call("bash", {"command": check})
+            Reply().say(f"Running the tests of task {task.group(1)} again.").call("Bash", {"command": check})
         )
     if s.options is None and not _ran(s.last_run.output):  # no try in the file: the tests did not run
         return Reply().say(
@@ -315,7 +315,7 @@ def coder(request: SimRequest) -> Reply:
     if _green(s.last_run.output):
         return _finish(done, s, check, int(task.group(1)), reviewer.group(1) if reviewer else None)
     if s.where is not None and s.options is None:
-        return Reply().say(f"Reading {s.where[0]}.").call("read", {"file_path": s.where[0]})
+        return Reply().say(f"Reading {s.where[0]}.").call("Read", {"file_path": s.where[0]})
     if s.where is not None and s.options is not None:
         path, name = s.where
         k = len(s.results) if len(s.results) < len(s.options) else s.best()
@@ -330,25 +330,25 @@ def coder(request: SimRequest) -> Reply:
             return (
                 Reply()
                 .say(said)
-                .call("write", {"file_path": path, "content": s.with_change(k)})
-                .call("bash", {"command": check})
+                .call("Write", {"file_path": path, "content": s.with_change(k)})
+                .call("Bash", {"command": check})
             )
     reply = Reply()
     if s.dirty and s.where is not None and s.text is not None:
-        reply.call("write", {"file_path": s.where[0], "content": "\n".join(s.text) + "\n"})
+        reply.call("Write", {"file_path": s.where[0], "content": "\n".join(s.text) + "\n"})
     if s.searched >= len(s.suspects):
         tried = ", ".join(s.suspects) or "the code under test"
         return reply.say(f"No small change to {tried} fixes {', '.join(sorted(s.baseline))}; giving up.")
     suspect = s.suspects[s.searched]
     return reply.say(f"Looking for {suspect}, which the failing tests depend on.").call(
-        "grep", {"pattern": rf"^\s*def {suspect}\(", "glob": "*.py", "output_mode": "content"}
+        "Grep", {"pattern": rf"^\s*def {suspect}\(", "glob": "*.py", "output_mode": "content"}
     )
 
 
 def _replay(done: list[ToolOutcome], check: str) -> _Search:
     s = _Search()
     for o in done:
-        if o.name == "bash" and o.input.get("command") == check:
+        if o.name == "Bash" and o.input.get("command") == check:
             s.last_run = o
             fails = frozenset(f.test for f in failures(o.output)) if "Ran " in o.output else None
             if s.trying is not None and s.options is not None:
@@ -363,14 +363,14 @@ def _replay(done: list[ToolOutcome], check: str) -> _Search:
                 s.new_baseline(o)
             elif s.where is None:
                 s.new_baseline(o)
-        elif o.name == "grep" and s.searched < len(s.suspects):
+        elif o.name == "Grep" and s.searched < len(s.suspects):
             s.searched += 1
             s.where, s.text, s.options, s.results, s.dirty = _definition(o.output), None, None, {}, False
-        elif o.name == "read" and s.where is not None:
+        elif o.name == "Read" and s.where is not None:
             s.text = source_lines(o.output)
             s.options = candidates(s.text, s.where[1])
             s.suspects += [c for c in callees(s.text, s.where[1]) if c not in s.suspects]
-        elif o.name == "write" and s.options is not None:
+        elif o.name == "Write" and s.options is not None:
             k = next((i for i in range(len(s.options)) if s.with_change(i) == o.input.get("content")), None)
             if k is None:  # the file written back as read
                 s.dirty = False
@@ -393,16 +393,16 @@ def _definition(grep_output: str) -> tuple[str, str] | None:
 
 def _finish(done: list[ToolOutcome], state: _Search, check: str, task: int, reviewer: str | None) -> Reply:
     after = done[done.index(state.last_run) + 1 :] if state.last_run in done else []
-    suite = next((o for o in after if o.name == "bash" and o.input.get("command") == SUITE), None)
+    suite = next((o for o in after if o.name == "Bash" and o.input.get("command") == SUITE), None)
     if suite is None:
         return (
             Reply()
             .say(f"{check}: {summary(state.last_run.output if state.last_run else '')}. Now the whole suite.")
-            .call("bash", {"command": SUITE})
+            .call("Bash", {"command": SUITE})
         )
-    diff = next((o for o in after if o.name == "bash" and o.input.get("command") == "git diff"), None)
+    diff = next((o for o in after if o.name == "Bash" and o.input.get("command") == "git diff"), None)
     if diff is None:
-        return Reply().call("bash", {"command": "git diff"})
+        return Reply().call("Bash", {"command": "git diff"})
     if not any(o.name == "task_update" for o in after):
         reply = Reply()
         if reviewer and diff.output.strip() and diff.output != "(no output)":
@@ -439,13 +439,13 @@ def reviewer(request: SimRequest) -> Reply:
     if len(asked) > len(answered):
         pending = asked[len(answered)]
         changed = _changed(pending.body)
-        greps = [o for o in done if o.name == "grep" and o.input.get("path") == "tests"]
+        greps = [o for o in done if o.name == "Grep" and o.input.get("path") == "tests"]
         wanted = [fn for _, fn in changed if fn]
         consumed = sum(1 for m in asked[: len(answered)] if any(fn for _, fn in _changed(m.body)))
         if wanted and len(greps) <= consumed:
             pattern = rf"\b({'|'.join(sorted(set(wanted)))})\("
             return reply.say(f"Reviewing {pending.sender}'s diff: which tests cover it?").call(
-                "grep", {"pattern": pattern, "path": "tests", "output_mode": "content"}
+                "Grep", {"pattern": pattern, "path": "tests", "output_mode": "content"}
             )
         covering = greps[-1] if wanted and greps else None
         if covering is not None and covering.is_error:

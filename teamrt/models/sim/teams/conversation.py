@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ....tools.names import canonical
 from ...tokens import message_blocks
 from ..policy import SimRequest, ToolOutcome, result_text
 
@@ -37,7 +38,8 @@ class Mail:
 
 def history(request: SimRequest, *, own: bool = False) -> list[ToolOutcome]:
     """Every tool call of the conversation, in order, with its result ('' while it has none);
-    ``own``: of a fork, only the calls made after its fork point."""
+    ``own``: of a fork, only the calls made after its fork point. A call to a tool's older name
+    (``bash``, in a run recorded before the rename) counts as one to the name it has now."""
     results: dict[str, tuple[str, bool]] = {}
     for message in request.messages:
         for block in message_blocks(message):
@@ -50,9 +52,10 @@ def history(request: SimRequest, *, own: bool = False) -> list[ToolOutcome]:
         for block in message_blocks(message):
             if block.get("type") == "tool_use":
                 output, is_error = results.get(block["id"], ("", False))
-                if block["name"] in ("bash", "write") and output.startswith(INTERRUPTED_BY_CRASH):
+                name = canonical(block["name"]) or block["name"]
+                if name in ("Bash", "Write") and output.startswith(INTERRUPTED_BY_CRASH):
                     continue  # the policies' commands and whole-file writes can be done again: asked again
-                outcomes.append(ToolOutcome(block["name"], block["input"], output, is_error))
+                outcomes.append(ToolOutcome(name, block["input"], output, is_error))
     return outcomes
 
 

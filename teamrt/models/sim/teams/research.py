@@ -37,9 +37,9 @@ def lead(request: SimRequest) -> Reply:
     forks reported (and which of them finished), the reviewer's verdict, whether the report was
     written. What failed (a spawn, a message, the write), the answer says."""
     done = history(request)
-    listing = _last(done, "bash")
+    listing = _last(done, "Bash")
     if listing is None:
-        return Reply().say("First, the parts of this tree.").call("bash", {"command": "ls -1p"})
+        return Reply().say("First, the parts of this tree.").call("Bash", {"command": "ls -1p"})
     if listing.is_error:
         return Reply().say(
             f"I could not list the tree (ls -1p): {gist(listing.output)}. Nothing was surveyed."
@@ -88,19 +88,19 @@ def lead(request: SimRequest) -> Reply:
     verdict = verdicts[0] if verdicts else None
     challenges = _challenges(verdict) if verdict is not None else None
     checked = [
-        o for o in done if o.name in ("read", "grep") and challenges and _subject(o) in challenges.subjects
+        o for o in done if o.name in ("Read", "Grep") and challenges and _subject(o) in challenges.subjects
     ]
     if challenges is not None and challenges.subjects and not checked:
         reply = Reply().say(f"{reviewer} raised {len(challenges.items)} points; checking them.")
         for path in challenges.files:
-            reply.call("read", {"file_path": path, "limit": 15})
-            reply.call("grep", {"pattern": DEFINITION, "path": path, "output_mode": "content"})
+            reply.call("Read", {"file_path": path, "limit": 15})
+            reply.call("Grep", {"pattern": DEFINITION, "path": path, "output_mode": "content"})
         for path, line in challenges.markers:
-            reply.call("read", {"file_path": path, "offset": line, "limit": 1})
+            reply.call("Read", {"file_path": path, "offset": line, "limit": 1})
         return reply
     answered = any(o.name == "send_message" and o.input.get("body", "").startswith(ANSWERS) for o in done)
     asked_to_stop = any(o.name == "request_shutdown" for o in done)
-    wrote = _last(done, "write")
+    wrote = _last(done, "Write")
     review = _review_state(reviewer, spawns[0], sent, verdict)
     if (
         wrote is None
@@ -114,7 +114,7 @@ def lead(request: SimRequest) -> Reply:
         if answers is not None and not answered:
             reply.call("send_message", {"to": reviewer, "body": answers, "summary": "answers"})
         reply.call(
-            "write",
+            "Write",
             {"file_path": REPORT, "content": _report(parts, findings, review, answers or "", reviewer)},
         )
         if reviewer is not None and not asked_to_stop:
@@ -185,16 +185,16 @@ def fork(request: SimRequest) -> Reply:
     if not mine:
         reply = Reply().say(f"Counting lines and definitions in {', '.join(parts)}.")
         for part in parts:
-            reply.call("grep", {"pattern": "^", "path": part, "output_mode": "count"})
-            reply.call("grep", {"pattern": DEFINITION, "path": part, "output_mode": "content"})
+            reply.call("Grep", {"pattern": "^", "path": part, "output_mode": "count"})
+            reply.call("Grep", {"pattern": DEFINITION, "path": part, "output_mode": "content"})
         return reply
-    counts = _counts(o.output for o in mine if o.name == "grep" and o.input.get("output_mode") == "count")
-    if not any(o.name == "read" for o in mine):
+    counts = _counts(o.output for o in mine if o.name == "Grep" and o.input.get("output_mode") == "count")
+    if not any(o.name == "Read" for o in mine):
         reply = Reply().say("Reading what each part says about itself.")
         for part in parts:
             head = _head_file(part, counts)
             if head is not None:
-                reply.call("read", {"file_path": head, "limit": 15})
+                reply.call("Read", {"file_path": head, "limit": 15})
         if reply.content[1:]:
             return reply
     definitions = _definitions(
@@ -203,12 +203,12 @@ def fork(request: SimRequest) -> Reply:
     heads = {
         o.input["file_path"]: f"could not read it ({gist(o.output)})" if o.is_error else _purpose(o.output)
         for o in mine
-        if o.name == "read"
+        if o.name == "Read"
     }
     failed = {
         (o.input.get("path"), o.input.get("output_mode")): gist(o.output)
         for o in mine
-        if o.name == "grep" and o.is_error
+        if o.name == "Grep" and o.is_error
     }
     sections = []
     for part in parts:
@@ -246,17 +246,17 @@ def reviewer(request: SimRequest) -> Reply:
     on_answers = [v for v in verdicts if _on_answers(v.input["body"])]
     on_syntheses = [v for v in verdicts if not _on_answers(v.input["body"])]
     if len(syntheses) > len(on_syntheses):
-        counted = _last(done, "grep", output_mode="count")
+        counted = _last(done, "Grep", output_mode="count")
         if counted is None:
             return (
                 Reply()
                 .say("Checking the synthesis against the tree.")
-                .call("grep", {"pattern": "^", "output_mode": "count"})
-                .call("grep", {"pattern": MARKERS, "output_mode": "content"})
-                .call("bash", {"command": "ls -1p"})
+                .call("Grep", {"pattern": "^", "output_mode": "count"})
+                .call("Grep", {"pattern": MARKERS, "output_mode": "content"})
+                .call("Bash", {"command": "ls -1p"})
             )
-        markers = _last(done, "grep", output_mode="content")
-        listing = _last(done, "bash")
+        markers = _last(done, "Grep", output_mode="content")
+        listing = _last(done, "Bash")
         unchecked = [
             f"I could not {what}: {gist(o.output)}"
             for o, what in ((counted, "count the lines of the tree"), (markers, "grep for open markers"),
@@ -270,7 +270,7 @@ def reviewer(request: SimRequest) -> Reply:
         reply.call("send_message", {"to": syntheses[-1].sender, "body": body, "summary": body.split(":")[0]})
     elif len(answers) > len(on_answers):
         raised = on_syntheses[-1].input["body"] if on_syntheses else ""
-        markers = _last(done, "grep", output_mode="content")
+        markers = _last(done, "Grep", output_mode="content")
         body = _check_answers(raised, answers[-1].body, markers.output if markers else "")
         reply.call("send_message", {"to": answers[-1].sender, "body": body, "summary": body.split(":")[0]})
     for request_mail in (m for m in mail(request, last=True) if m.kind == "shutdown_request"):
@@ -478,7 +478,7 @@ def _answers(
                 f"{o.input['file_path']}:{o.input['offset']} "
                 + (f"(could not read: {gist(o.output)})" if o.is_error else f"`{_first_line(o.output)}`")
                 for o in checked
-                if o.name == "read" and "offset" in o.input
+                if o.name == "Read" and "offset" in o.input
             ]
             lines.append(f"{i}. Each is quoted here, for the code's owners to settle: {'; '.join(quoted)}.")
             continue
@@ -487,9 +487,9 @@ def _answers(
             lines.append(f"{i}. {_uncovered(item, parts, findings)}")
             continue
         head = next(
-            (o for o in checked if o.name == "read" and _subject(o) == path and "offset" not in o.input), None
+            (o for o in checked if o.name == "Read" and _subject(o) == path and "offset" not in o.input), None
         )
-        defs = next((o for o in checked if o.name == "grep" and o.input["path"] == path), None)
+        defs = next((o for o in checked if o.name == "Grep" and o.input["path"] == path), None)
         if head is None or head.is_error:
             lines.append(f"{i}. {path}: I could not read it ({gist(head.output) if head else 'not read'}).")
             continue

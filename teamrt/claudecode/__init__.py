@@ -1,0 +1,1 @@
+"""A Claude Code set-up taken as it is: settings, memory files, hooks (agent files: ``teamrt.agents``)."""

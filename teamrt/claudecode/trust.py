@@ -1,0 +1,148 @@
+"""Which projects' hooks the person has trusted: ``teamrt trust`` records it, a run checks it.
+
+A repository's ``.claude/settings.json`` (and ``settings.local.json``) hooks
+are commands someone else wrote: a cloned repository's hooks must not run on
+its first ``teamrt run``. ``teamrt trust`` records, for the project (its real
+path), a hash of the hooks JSON of those two files as they are; a run lets
+them run only while they hash the same, so a change to the hooks (a pull, a
+branch switch, an edit) stops them until the person trusts them again. The
+user's own ``~/.claude/settings.json`` hooks need no trust.
+
+The record lives beside teamrt's settings file, outside every repository::
+
+    ~/.config/teamrt/trusted.json
+    {"projects": {"/home/me/src/app": {"hooks_sha256": "9f2c...", "trusted_at": "2026-05-01T09:30:00Z"}}}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..settings import settings_path
+from .hooks import SettingsSource
+from .settings import SettingsError, read_settings_files
+
+TRUST_FILE = "trusted.json"
+REPOSITORY_SCOPES = ("project", "local")
+"""The settings files whose hooks need the person's trust: those that come with the repository."""
+
+
+class TrustError(ValueError):
+    """The trust file cannot be read or written; the message is one line naming it."""
+
+
+@dataclass(frozen=True)
+class Trusted:
+    project: str
+    hooks_sha256: str
+    trusted_at: str
+
+
+def trust_path() -> Path:
+    """``trusted.json`` beside teamrt's settings file (``teamrt.settings.settings_path``)."""
+    return settings_path().parent / TRUST_FILE
+
+
+def project_key(project: Path) -> str:
+    """A project as the trust file names it: its real path."""
+    return os.path.realpath(project)
+
+
+def hooks_digest(files: Sequence[SettingsSource]) -> str | None:
+    """The hash of the repository's hooks (the ``hooks`` JSON of its project and local settings files,
+    as written); None when they have none."""
+    written: dict[str, Any] = dict.fromkeys(REPOSITORY_SCOPES)  # a file without hooks is as none at all
+    written |= {f.scope: f.data.get("hooks") or None for f in files if f.scope in REPOSITORY_SCOPES}
+    if not any(written.values()):
+        return None
+    text = json.dumps(written, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def trusted_projects() -> dict[str, Trusted]:
+    """Every trust recorded, by project path."""
+    path = trust_path()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise TrustError(f"trust file {path}: {e}") from None
+    projects = raw.get("projects") if isinstance(raw, dict) else None
+    if not isinstance(projects, dict):
+        raise TrustError(f"trust file {path}: must hold an object with 'projects'")
+    found = {}
+    for name, entry in projects.items():
+        digest = entry.get("hooks_sha256") if isinstance(entry, dict) else None
+        if not isinstance(digest, str):
+            raise TrustError(f"trust file {path}: the entry of {name} has no hooks_sha256")
+        found[name] = Trusted(name, digest, str(entry.get("trusted_at", "")))
+    return found
+
+
+def is_trusted(project: Path, digest: str) -> bool:
+    """Whether the person trusted ``project``'s hooks as they hash now (``digest``)."""
+    entry = trusted_projects().get(project_key(project))
+    return entry is not None and entry.hooks_sha256 == digest
+
+
+def trust(project: Path, digest: str) -> Trusted:
+    """Record that the person trusts ``project``'s hooks as they hash now."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    entry = Trusted(project_key(project), digest, now)
+    _write({**trusted_projects(), entry.project: entry})
+    return entry
+
+
+def revoke(project: Path) -> bool:
+    """Forget the trust in ``project``'s hooks; False when there was none."""
+    projects = trusted_projects()
+    if projects.pop(project_key(project), None) is None:
+        return False
+    _write(projects)
+    return True
+
+
+def _write(projects: dict[str, Trusted]) -> None:
+    """The trust file, replaced whole (a reader never sees half of it), readable by its owner only."""
+    path = trust_path()
+    body = {"projects": {p: {"hooks_sha256": t.hooks_sha256, "trusted_at": t.trusted_at}
+                         for p, t in sorted(projects.items())}}  # fmt: skip
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=".trusted-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(body, out, indent=2)
+                out.write("\n")
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    except OSError as e:
+        raise TrustError(f"trust file {path}: {e.strerror or e}") from None
+
+
+def trust_state(entry: Trusted) -> str:
+    """Whether a recorded trust holds now: ``in force`` (the hooks are as trusted), ``lapsed`` (they
+    changed, so they do not run), ``no hooks now``, ``project gone`` or ``unreadable: <why>``."""
+    project = Path(entry.project)
+    if not project.is_dir():
+        return "project gone"
+    try:
+        digest = hooks_digest(read_settings_files(project))
+    except SettingsError as e:
+        return f"unreadable: {e}"
+    if digest is None:
+        return "no hooks now"
+    return "in force" if digest == entry.hooks_sha256 else "lapsed"

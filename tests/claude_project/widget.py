@@ -1,0 +1,2 @@
+def make_widget(name):
+    return {"name": name}
