@@ -42,6 +42,15 @@ MULTI_EDITS = 100
 """Edits one ``MultiEdit`` call may make."""
 
 _PATH = "Path relative to the workspace, or absolute."
+_REPLACEMENT = {
+    "old_string": {"type": "string", "description": "The exact text to replace."},
+    "new_string": {"type": "string", "description": "The text to put in its place."},
+    "replace_all": {
+        "type": "boolean",
+        "description": "Replace every occurrence, not just one (default false).",
+    },
+}
+"""The inputs of one replacement: Edit's, and each of MultiEdit's ``edits``."""
 
 
 # -- read ---------------------------------------------------------------------------
@@ -159,20 +168,8 @@ class Edit:
         " included, and occur exactly once (add surrounding lines to make it unique), unless replace_all"
         " is true, which replaces every occurrence. Read the file first."
     )
-    input_schema = object_schema(
-        {
-            "file_path": {"type": "string", "description": _PATH},
-            "old_string": {"type": "string", "description": "The exact text to replace."},
-            "new_string": {"type": "string", "description": "The text to put in its place."},
-            "replace_all": {
-                "type": "boolean",
-                "description": "Replace every occurrence, not just one (default false).",
-            },
-        },
-        "file_path",
-        "old_string",
-        "new_string",
-    )
+    input_schema = object_schema({"file_path": {"type": "string", "description": _PATH}, **_REPLACEMENT},
+                                 "file_path", "old_string", "new_string")  # fmt: skip
     read_only = False
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -290,18 +287,7 @@ class MultiEdit:
                 "type": "array",
                 "minItems": 1,
                 "description": "The replacements, applied in this order.",
-                "items": object_schema(
-                    {
-                        "old_string": {"type": "string", "description": "The exact text to replace."},
-                        "new_string": {"type": "string", "description": "The text to put in its place."},
-                        "replace_all": {
-                            "type": "boolean",
-                            "description": "Replace every occurrence, not just one (default false).",
-                        },
-                    },
-                    "old_string",
-                    "new_string",
-                ),
+                "items": object_schema(_REPLACEMENT, "old_string", "new_string"),
             },
         },
         "file_path",
