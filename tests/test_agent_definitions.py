@@ -29,10 +29,10 @@ from teamrt.agents import (
 from teamrt.agents import definitions as definitions_module
 from teamrt.agents.definitions import PROJECT, TEAM_TOOLS, TEAMRT, USER
 from teamrt.mailbox import is_name
-from teamrt.models import Reply
+from teamrt.models import Reply, open_model
 from teamrt.models.sim import SimRequest, SimServer
 from teamrt.runtime.supervisor import Supervisor
-from teamrt.runtime.teamfile import TeamFileError, load_team_file
+from teamrt.runtime.teamfile import TeamFileError, load_team_file, team_to_json
 from teamrt.runtime.teamrun import (
     DEFAULT_TEAM,
     Choices,
@@ -41,7 +41,7 @@ from teamrt.runtime.teamrun import (
     tell_agents,
     with_agent_roles,
 )
-from teamrt.store import create_store
+from teamrt.store import create_store, open_store
 from teamrt.tools.names import canonical
 from teamrt.tools.team import team_tools
 
@@ -873,3 +873,48 @@ def test_builtins_are_fresh_copies() -> None:
 def test_importing_agents_does_not_import_the_sdk() -> None:
     code = "import sys, teamrt.agents; sys.exit('anthropic' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# -- a resume after an agent file stopped loading ----------------------------------------
+
+
+def test_a_resume_after_an_agent_file_went_away_goes_on_with_the_kept_definition(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    agent = project / ".claude" / "agents" / "helper.md"
+    write(agent, agent_file("helper", body="You are the KEPT-PROMPT-7 helper.", tools="Read, Grep"))
+    write(project / "team.toml", '[team]\nmodel = "sim"\n[roles.helper]\n')
+    team = load_team_file(project / "team.toml", project=project)
+    run_dir = project / ".teamrt" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    kept = {"team": team_to_json(team)}
+    store = create_store(run_dir, "r1", task="go", workdir=str(project), settings=kept)
+    helper = dataclasses.asdict(load_definitions(project)["helper"])
+
+    async def record() -> None:  # the crash came after the helper was added, before its first turn
+        for name, kind, definition in (("lead", "lead", {}), ("helper", "team", helper)):
+            parent = None if name == "lead" else "lead"
+            await store.add_agent(name, kind=kind, model="sim", role=name, parent=parent,
+                                  definition=definition, workspace=str(project))  # fmt: skip
+            epoch = await store.begin_epoch(name)
+            await store.append_turn(name, epoch=epoch, role="user", content=[{"type": "text", "text": "go"}])
+
+    asyncio.run(record())
+    store.close()
+    agent.unlink()  # the agent file is gone (or broken) by the time the run is resumed
+    store = open_store(run_dir, "r1")
+    with SimServer(record=True) as sim:
+        try:
+            supervisor = Supervisor(
+                store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
+                project=project, settings=FAST, models={"sim": open_model("sim", sim=sim, settings=FAST)},
+            )  # fmt: skip
+            outcome = asyncio.run(asyncio.wait_for(supervisor.resume(), 30))
+        finally:
+            store.close()
+        bodies = [(agent, json.loads(body)) for agent, body in sim.bodies]
+    assert outcome.status == "done"
+    helper_body = next(body for who, body in bodies if who == "helper")
+    assert "KEPT-PROMPT-7" in json.dumps(helper_body["system"])
+    assert {t["name"] for t in helper_body["tools"]} & {"Read", "Grep", "Bash"} == {"Read", "Grep"}
+    lead_body = next(body for who, body in bodies if who == "lead")
+    assert "helper: (its agent file no longer loads" in json.dumps(lead_body["system"])

@@ -20,9 +20,11 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..claudecode.paths import claude_home
 from ..tools.names import LATER, canonical
@@ -86,6 +88,27 @@ class AgentDefinition:
     (``.teamrt/agents``)."""
     warnings: tuple[str, ...] = ()
     """What was left out of the file, each ``<source>: <what>`` on one line."""
+
+
+def kept_definition(data: Mapping[str, Any]) -> AgentDefinition:
+    """A definition as a run kept it (``dataclasses.asdict``), for a resume after its file stopped
+    loading; tools kept under older names (``read``) get the names the model sees now."""
+
+    def names(kept: Any) -> tuple[str, ...]:
+        return tuple(canonical(str(name)) or str(name) for name in kept or ())
+
+    return AgentDefinition(
+        name=str(data["name"]),
+        description=str(data.get("description", "")),
+        prompt=str(data.get("prompt", "")),
+        tools=None if data.get("tools") is None else names(data["tools"]),
+        disallowed_tools=names(data.get("disallowed_tools")),
+        model=data.get("model"),
+        permission_mode=data.get("permission_mode"),
+        max_turns=data.get("max_turns"),
+        source=str(data.get("source", "")),
+        scope=str(data.get("scope", PROJECT)),
+    )
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agents import AgentDefinition, choose_model
+from ..agents import AgentDefinition, choose_model, kept_definition
 from ..claudecode.memory import Memory, load_memory
 from ..claudecode.settings import ClaudeSettings, load_claude_settings
 from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
@@ -284,7 +284,10 @@ class Supervisor:
         depth: int,
         fork_of: Member | None = None,
     ) -> Member:
-        definition = self.definitions[role.agent]
+        definition = self.definitions.get(role.agent)
+        if definition is None:  # a resumed run whose agent file has stopped loading since it started
+            raise ToolError(f"the agent {role.agent!r} of role {role.name!r} no longer loads (teamrt agents"
+                            " says why)")  # fmt: skip
         model_name = (
             fork_of.loop.spec.model_name if fork_of else choose_model(role.model, definition, self.team.model)
         )
@@ -371,13 +374,15 @@ class Supervisor:
         not its definition, decides."""
         if role.name != "lead" or not self.team.roles:
             return definition.prompt
-        roles = "\n".join(
-            f"- {name}: {self.definitions[r.agent].description}" for name, r in self.team.roles.items()
-        )
+        roles = "\n".join(f"- {name}: {self._description(r.agent)}" for name, r in self.team.roles.items())
         return (
             f"{definition.prompt}\n\nThe roles of your team, for spawn_agent's role (kinds worktree and"
             f" team; forks need none) and Task's subagent_type:\n{roles}"
         )
+
+    def _description(self, agent: str) -> str:
+        definition = self.definitions.get(agent)
+        return definition.description if definition else "(its agent file no longer loads; do not use it)"
 
     def _with_memory(self, prompt: str) -> str:
         """``prompt``, then the run's memory (CLAUDE.md ...), the same for every agent."""
@@ -608,7 +613,7 @@ class Supervisor:
         if record.kind == "fork" and parent is not None:
             spec = dataclasses.replace(parent.loop.spec, name=record.name, role=role.name, persistent=False)
         else:
-            definition = self.definitions[role.agent]
+            definition = self.definitions.get(role.agent) or kept_definition(record.definition)  # gone since
             spec = self._spec(record.name, role, definition, record.model, persistent=record.kind == "team")
         epoch = record.epoch if ended else await self.store.begin_epoch(record.name)
         messages = rebuild(reader.turns(record.name))
