@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from . import runs
 from .runs import RunsError
 from .store import EventRecord, RunNotFound, StoreError
 from .store.records import MERGE_STATUSES
+from .tools.todo import TODOS_EVENT
 
 LINE_CHARS = 160
 AGENT_WIDTH = 12
@@ -203,6 +205,18 @@ def _hook(data: dict[str, Any]) -> str:
     return f"{said} {': '.join(tail)}" if tail else said
 
 
+def _todos(data: dict[str, Any]) -> str:
+    """``3 todos: 1 in_progress (Running the tests), 2 pending``."""
+    todos = [t for t in data.get("todos") or () if isinstance(t, dict)]
+    counts = Counter(_text(t.get("status", "?")) for t in todos)
+    said = f"{len(todos)} todo{'' if len(todos) == 1 else 's'}"
+    said += ": " + ", ".join(f"{n} {status}" for status, n in counts.items()) if todos else ""
+    doing = next((t for t in todos if t.get("status") == "in_progress"), None)
+    if doing is not None:
+        said += f"; now: {_text(doing.get('activeForm') or doing.get('content', ''))}"
+    return said
+
+
 _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "run.created": lambda d: f"task: {_text(d.get('task', ''))}",
     "run.owner": _owner,
@@ -225,6 +239,7 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     ),
     "ask.answered": _answered,
     "hook": _hook,
+    TODOS_EVENT: _todos,
     **{f"agent.{end}": _ended for end in ("done", "failed", "stopped")},
     **{f"merge.{status}": _merge for status in MERGE_STATUSES},
 }

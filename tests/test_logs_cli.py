@@ -405,6 +405,10 @@ def test_logs_follow_json_prints_events_as_they_come(tmp_path: Path, lines: list
         ("agent.raised", {"error": "KeyError: 'x'", "attempt": 2}, "attempt 2: KeyError: 'x'"),
         ("agent.compacted", {"how": "summary", "messages": 4}, "summary, 4 messages kept"),
         ("something.new", {"a": 1, "b": "two words", "c": [1, 2]}, "a=1 b=two words c=[1,2]"),
+        ("todos", {"todos": [{"content": "Run the tests", "status": "in_progress", "activeForm": "Running"},
+                             {"content": "Fix it", "status": "pending"}, "not a todo"]},
+         "2 todos: 1 in_progress, 1 pending; now: Running"),
+        ("todos", {"todos": []}, "0 todos"),
     ],
 )  # fmt: skip
 def test_format_event(kind: str, data: dict[str, object], shown: str) -> None:
