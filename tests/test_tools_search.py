@@ -518,3 +518,22 @@ def test_without_ripgrep_both_say_so(ctx: ToolContext, monkeypatch: pytest.Monke
         assert refused(ctx, tool, pattern="x") == (
             f"{tool}: ripgrep (rg) is not installed; reinstall teamrt, which depends on it"
         )
+
+
+def test_a_search_cut_short_ends_at_once_when_the_rest_of_its_output_waits_unread(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ripgrep may end on its own while what it printed past the cut waits in a full, paused pipe; the
+    search must drain it, or waiting for the process (which asyncio ties to the pipe) hangs to the time
+    limit. A writer of 185 kB hits that often enough in 40 tries."""
+    monkeypatch.setattr(rg, "OUTPUT_BYTES", 4096)
+
+    async def searches() -> None:
+        for _ in range(40):
+            found = await asyncio.wait_for(
+                rg.run("Grep", ["sh", "-c", "head -c 185000 /dev/zero"], tmp_path, 20.0, "narrow it"),
+                rg.REAP_SECONDS,
+            )
+            assert len(found.out) == 4096
+
+    asyncio.run(searches())

@@ -201,6 +201,7 @@ async def run(op: str, argv: list[str], cwd: Path, seconds: float, narrow: str) 
         async with asyncio.timeout(seconds):
             out = await _read_upto(proc.stdout, OUTPUT_BYTES)
             _kill(proc)  # when the output was cut short; a no-op once it has ended
+            await _ended(proc)  # drains the pipe: while it is paused, full, wait() never returns
             return Output(out, await errors, await proc.wait())
     except TimeoutError:
         raise ToolError(f"{op}: stopped after {seconds:g} s; {narrow}") from None
