@@ -222,7 +222,7 @@ def stalled() -> Iterator[SimServer]:
 
 
 def test_ctrl_c_says_how_to_resume_and_resume_answers_once(repo: Path, stalled: SimServer) -> None:
-    env = claude_env(stalled)
+    env = {**claude_env(stalled), "PYTHONFAULTHANDLER": "1"}
     child = subprocess.Popen(
         [sys.executable, "-m", "teamrt", "run", "--prompt", "Tell me about this project."],
         cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -233,7 +233,12 @@ def test_ctrl_c_says_how_to_resume_and_resume_answers_once(repo: Path, stalled: 
         while not stalled.calls and time.monotonic() < deadline:  # the lead's call is in flight
             time.sleep(0.05)
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=60)
+        try:
+            out, err = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # seen twice under load, not yet explained: keep its stacks
+            child.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack, then it dies
+            stacks = child.communicate()[1]
+            pytest.fail(f"teamrt run did not end within 60 s of Ctrl-C; its stderr:\n{stacks}")
     finally:
         child.kill()
     run_id = "".join(said).split("run ", 1)[1].split(" ", 1)[0]
