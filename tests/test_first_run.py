@@ -221,11 +221,19 @@ def stalled() -> Iterator[SimServer]:
         yield sim
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """A shell starts a background job with SIGINT ignored, its children inherit that, and Python then
+    leaves Ctrl-C ignored: when the suite runs in the background, ``teamrt run`` would never see it. Give
+    the child the default, as a terminal's foreground job has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_says_how_to_resume_and_resume_answers_once(repo: Path, stalled: SimServer) -> None:
     env = {**claude_env(stalled), "PYTHONFAULTHANDLER": "1"}
     child = subprocess.Popen(
         [sys.executable, "-m", "teamrt", "run", "--prompt", "Tell me about this project."],
         cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
     )  # fmt: skip
     try:
         said = _lines_until(child.stderr, "agent.added", time.monotonic() + 60)
@@ -235,7 +243,7 @@ def test_ctrl_c_says_how_to_resume_and_resume_answers_once(repo: Path, stalled: 
         child.send_signal(signal.SIGINT)
         try:
             out, err = child.communicate(timeout=60)
-        except subprocess.TimeoutExpired:  # seen twice under load, not yet explained: keep its stacks
+        except subprocess.TimeoutExpired:  # keep its stacks, to say where it hung
             child.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack, then it dies
             stacks = child.communicate()[1]
             pytest.fail(f"teamrt run did not end within 60 s of Ctrl-C; its stderr:\n{stacks}")
