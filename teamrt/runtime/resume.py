@@ -6,7 +6,8 @@
   and the temporary files of ``write``/``edit`` calls cut short in every
   agent's workspace.
 - A merge the queue made but did not record (the integration branch moved,
-  the row still says queued or merging) is recorded, not repeated.
+  the row still says queued or merging) is recorded, not repeated: its agent,
+  caught landing, is landed from the record (``landed``), never queued again.
 - Each agent's worktree is kept if present, else made again from its branch
   (or its base, if it never landed).
 - A permission ask the crash left unanswered is closed (``ask.answered`` by
@@ -31,7 +32,7 @@ from pathlib import Path
 from ..mailbox.maildir import peek
 from ..procs import is_running, kill_group
 from ..store import EventRecord, Store, ToolCallRecord
-from ..worktree import Worktrees
+from ..worktree import Landing, Worktrees
 from .asking import ANSWERED, ASK
 
 ENDED = ("done", "failed", "stopped")
@@ -69,6 +70,16 @@ async def reconcile_git(store: Store, worktrees: Worktrees) -> None:
             await store.set_merge_status(
                 merge.agent, "merged", output="recorded on resume", merged_commit=tip
             )
+
+
+def landed(store: Store, agent: str, integration: str) -> Landing | None:
+    """The landing of ``agent``'s work when its merge is recorded merged already (by ``reconcile_git``,
+    or just before the crash), or None: queued again, it would be taken for a branch merged before, its
+    record overwritten and its gates said not to have run."""
+    merge = next((m for m in store.reader.merges() if m.agent == agent), None)
+    if merge is None or merge.status != "merged" or merge.merged_commit is None:
+        return None
+    return Landing("merged", f"merged onto {integration} at {merge.merged_commit[:12]}")
 
 
 async def close_stale_asks(store: Store, events: Sequence[EventRecord]) -> list[str]:

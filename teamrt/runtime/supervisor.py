@@ -47,7 +47,7 @@ from ..tools.registry import builtin_tools
 from ..tools.sandbox import SANDBOX_EVENT, default_sandbox
 from ..tools.team import describe_tasks, task_spawn, team_tools
 from ..tools.todo import TODOS_EVENT
-from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Landing, Worktrees
+from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import USER, HumanAsker
 from .budget import role_budget, run_budget
@@ -62,6 +62,7 @@ from .resume import (
     delivered,
     has_mail,
     kill_leftovers,
+    landed,
     reconcile_git,
     worktree_base,
 )
@@ -535,10 +536,10 @@ class Supervisor:
             await self.store.set_agent_status(name, "merging")
             member.landing = True
             try:
-                if member.loop.stopping is None:  # else it was told to stop before it got here
-                    landing: Landing | None = await worktrees.land(name, title, attempt)
-                else:
-                    landing = None
+                # merged before a crash (recorded by a resume): landed as recorded, never queued again
+                landing = landed(self.store, name, worktrees.integration)
+                if landing is None and member.loop.stopping is None:  # else it was told to stop first
+                    landing = await worktrees.land(name, title, attempt)
             except asyncio.CancelledError:  # a stop: the gate or the wait for the queue ends
                 landing = None
             except GitError as e:
