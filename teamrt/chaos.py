@@ -10,10 +10,12 @@ runs the example team, every later one runs ``resume_run``, until one ends
 the run.
 
 The checks compare with an uninterrupted run of the same example: the same
-final answer and result (the integration branch's tree, or the report), the
-same mail (no message lost, none ingested twice), no side-effecting tool call
-started twice (counted in a file outside the store, at ``tool.before``), and
-SQLite's ``integrity_check``.
+final answer and result (the integration branch's tree, or the report); the
+same mail, every message in every agent's ``new/`` and ``cur/`` and every
+ingest row of the store counted against the uninterrupted run's, whether or
+not the answer and result are the same (``Mail``: none lost, none there
+twice); no side-effecting tool call started twice (counted in a file outside
+the store, at ``tool.before``); and SQLite's ``integrity_check``.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from . import faults
 from .examples import coding_repo, copy_tree, team_file
+from .runs import SUPERVISOR
 from .runtime.resume import REPEATABLE
 
 POINTS = (
@@ -71,20 +75,55 @@ class Result:
     resumes: int = 0
     resume_ms: list[float] = field(default_factory=list)
     lost: int = 0
+    """Messages the uninterrupted run delivered (or read) that this one did not, or kept only in part."""
     duplicated: int = 0
+    """Messages there more often than in the uninterrupted run."""
     corrupted: int = 0
     twice: list[str] = field(default_factory=list)
     """Side-effecting tool calls that ran to the end more than once, or (other than the team tools a
     resume completes exactly once) were started more than once."""
     differences: list[str] = field(default_factory=list)
-    """What differs from the uninterrupted run (answer, result, mail); empty when all is the same."""
+    """What differs from the uninterrupted run (the status it ended with, the answer, the result); empty
+    when all is the same."""
+
+
+Key = tuple[str, str, str, str]
+"""A message as the checks compare it: to, from, kind and body, run ids and hashes masked."""
+
+
+@dataclass(frozen=True)
+class Mail:
+    """A run's mail: every message in its agents' ``new/`` and ``cur/`` (the supervisor's own, a person's
+    control mail it records as events, left out) and every ingest row of its store, each message once
+    by its id. Control mail (an agent idles: a matter of timing) is counted only by state, in ``broken``
+    and ``doubled``."""
+
+    delivered: Counter[Key]
+    """Every message: a file in ``new/`` or ``cur/``, an ingest row, or both."""
+    read: Counter[Key]
+    """Those ingested or acknowledged (an ingest row, a file in ``cur/``); the rest wait in ``new/``,
+    as mail to an agent that had ended does."""
+    broken: int
+    """Messages acknowledged and never ingested (in ``cur/`` with no row), or ingested and gone from the
+    mailbox (a row with no file)."""
+    doubled: int
+    """Messages both in ``new/`` and ``cur/``: there to be read again."""
+
+    def against(self, ref: Mail) -> tuple[int, int]:
+        """How many messages are lost and how many duplicated, compared with ``ref``. A message ``ref``
+        read and this run left unread is lost; one this run read and ``ref`` left unread is no more."""
+        missing = sum(((ref.delivered - self.delivered) | (ref.read - self.read)).values())
+        extra = sum((self.delivered - ref.delivered).values())
+        return missing + max(self.broken - ref.broken, 0), extra + max(self.doubled - ref.doubled, 0)
 
 
 @dataclass(frozen=True)
 class Reference:
+    """An uninterrupted run of an example, as the checks compare with it."""
+
     answer: str
     outcome: str
-    mail: Counter[tuple[str, str, str, str]]
+    mail: Mail
     hits: dict[str, int]
     """How often the uninterrupted run reached each fault point."""
     seconds: float
@@ -237,10 +276,11 @@ def reference(example: str, home: Path, project: Path, ctx: Any) -> Reference:
     run_id, _ = run_through_crashes(example, home, project, [], ctx)
     seconds = time.monotonic() - started
     hits = json.loads((home / f"{run_id}.{HITS}").read_text())
-    return Reference(*_observed(example, home, run_id, project), hits, seconds)
+    return Reference(*observe(example, home, run_id, project), hits, seconds)
 
 
 def check(example: str, home: Path, run_id: str, project: Path, ref: Reference, kills: int) -> Result:
+    """How the run ``run_id`` of ``example``, ended through ``kills`` kills, compares with ``ref``."""
     from .store import open_reader
 
     result = Result(example, kills=kills)
@@ -251,14 +291,13 @@ def check(example: str, home: Path, run_id: str, project: Path, ref: Reference, 
     reader = open_reader(run_dir, run_id)
     try:
         resumed = [e.at for e in reader.events() if e.kind == "run.resumed"]
-        for start, end in zip(starts, [*starts[1:], float("inf")], strict=True):  # a resume may die first
+        for start, end in pairwise([*starts, float("inf")]):  # a resume may die before it is back
             back = [at for at in resumed if start <= at < end]
             result.resume_ms += [(back[0] - start) * 1000] if back else []
         if reader.run().status != "done":
             result.differences.append(f"the run ended {reader.run().status}")
         side_effecting = {c.id for c in reader.tool_calls() if not c.read_only}
         repeatable = {c.id for c in reader.tool_calls() if c.name in REPEATABLE}
-        ingested = {(m.agent, m.id) for m in reader.mail()}
     finally:
         reader.close()
     executions = home / f"{run_id}.{EXECUTIONS}"
@@ -268,48 +307,62 @@ def check(example: str, home: Path, run_id: str, project: Path, ref: Reference, 
         for (point, call), n in ((line.split(" ", 1), n) for line, n in noted.items())
         if n > 1 and call in side_effecting and (point == "tool.after" or call not in repeatable)
     )
-    for agent_dir in (run_dir / "mailbox").iterdir():
-        for path in (agent_dir / "cur").glob("*.json") if (agent_dir / "cur").is_dir() else []:
-            if (agent_dir.name, path.stem) not in ingested and agent_dir.name != "supervisor":
-                result.lost += 1
     with sqlite3.connect(run_dir / "run.db") as db:
         verdict = db.execute("PRAGMA integrity_check").fetchone()[0]
     result.corrupted = 0 if verdict == "ok" else 1
-    answer, outcome, mail = _observed(example, home, run_id, project)
+    answer, outcome, mail = observe(example, home, run_id, project)
     if answer != ref.answer:
         result.differences.append(f"answer: {answer!r} != {ref.answer!r}")
     if outcome != ref.outcome:
         result.differences.append(f"{'integration tree' if example == 'coding' else 'report'} differs")
-    if not result.differences:  # a run that went another way sends other mail: that is no loss
-        result.lost += sum((ref.mail - mail).values())
-        result.duplicated = sum((mail - ref.mail).values())
+    result.lost, result.duplicated = mail.against(ref.mail)
     return result
 
 
-def _observed(
-    example: str, home: Path, run_id: str, project: Path
-) -> tuple[str, str, Counter[tuple[str, str, str, str]]]:
-    """The lead's answer, the result (the integration tree, or the report) and the mail delivered
-    (control mail left out: when an agent idles is a matter of timing), run ids and hashes masked."""
+def observe(example: str, home: Path, run_id: str, project: Path) -> tuple[str, str, Mail]:
+    """The lead's answer, the result (the integration tree, or the report) and the mail, run ids and
+    hashes masked."""
     from .store import open_reader
 
     run_dir = home / "runs" / run_id
     reader = open_reader(run_dir, run_id)
     try:
         answer = _mask(next((a for a in _answers(reader, "lead")), ""), run_id)
+        rows = {(m.agent, m.id): m.message for m in reader.mail()}
     finally:
         reader.close()
-    mail: Counter[tuple[str, str, str, str]] = Counter()
-    for path in run_dir.glob("mailbox/*/*/*.json"):
-        if path.parent.name in ("new", "cur"):
-            data = json.loads(path.read_bytes())
-            if data["kind"] != "control":
-                mail[data["to"], data["from"], data["kind"], _mask(str(data["body"]), run_id)] += 1
+    mail = _mail(run_dir / "mailbox", rows, run_id)
     if example == "coding":
         tree = subprocess.run(["git", "rev-parse", f"teamrt/{run_id}^{{tree}}"], cwd=project,
                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
         return answer, tree, mail
     return answer, (project / "REPORT.md").read_text(encoding="utf-8"), mail
+
+
+def _mail(mailbox: Path, rows: dict[tuple[str, str], dict[str, Any]], run_id: str) -> Mail:
+    """The mail of the run ``run_id``: the files in its ``mailbox`` and its ingest ``rows`` (by agent and
+    message id)."""
+    messages = dict(rows)
+    places: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+    for message in rows:
+        places[message].add("row")
+    for path in mailbox.glob("*/*/*.json"):
+        agent, box = path.parent.parent.name, path.parent.name
+        if box in ("new", "cur") and agent != SUPERVISOR:
+            messages[agent, path.stem] = json.loads(path.read_bytes())
+            places[agent, path.stem].add(box)
+    delivered: Counter[Key] = Counter()
+    read: Counter[Key] = Counter()
+    broken = doubled = 0
+    for message, where in places.items():
+        broken += ("cur" in where and "row" not in where) or where == {"row"}
+        doubled += {"new", "cur"} <= where
+        data = messages[message]
+        if data["kind"] != "control":
+            key = (data["to"], data["from"], data["kind"], _mask(str(data["body"]), run_id))
+            delivered[key] += 1
+            read[key] += bool(where & {"row", "cur"})
+    return Mail(delivered, read, broken, doubled)
 
 
 def _answers(reader: Any, agent: str) -> list[str]:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,10 @@ import pytest
 
 from teamrt import chaos
 from teamrt.examples import team_file
+from teamrt.models.reply import Reply
+from teamrt.models.sim import SimServer
+from teamrt.models.sim.policy import SimRequest
+from teamrt.store import open_reader
 
 KILLS_PER_RUN = 5
 RANDOM_KILLS = 32
@@ -135,17 +142,66 @@ def test_resume_detach_takes_a_crashed_run_over_in_the_background(tmp_path: Path
 
 
 def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
-    project, home, owner = start_run("research", tmp_path, "runs/*/owner.lock")
+    """The owner is held on a permission ask (for up to ten minutes) while the resume is tried; once the
+    ask is answered, it ends the run itself."""
+
+    def writes_once(request: SimRequest) -> Reply:
+        if request.turns == 0:
+            return Reply().call("Write", {"file_path": "NOTES.md", "content": "notes\n"})
+        return Reply().say("wrote the notes")
+
+    project, home = chaos.prepare("research", tmp_path), tmp_path / "home"
+    team = project / "team.toml"
+    team.write_text('[team]\nask_wait = 600\n[lead]\nagent = "coder"\npermission_mode = "default"\n')
+    with SimServer(default=writes_once) as sim:
+        env = {
+            **os.environ,
+            "TEAMRT_HOME": str(home),
+            "ANTHROPIC_BASE_URL": sim.url,
+            "ANTHROPIC_API_KEY": "k",
+        }
+        run = [sys.executable, "-m", "teamrt", "run", str(team), "--prompt", "write notes"]
+        owner = subprocess.Popen(
+            run, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        hang = threading.Timer(300, owner.kill)  # bounds a hang only: the ask waits ten minutes
+        hang.start()
+        try:
+            asked = _line_with(owner, "answer it: teamrt answer")
+            [run_dir] = (home / "runs").iterdir()
+            refused = teamrt("resume", run_dir.name, cwd=project, home=home)
+            assert owner.poll() is None, "the owner still waits on its ask"
+            live = f"teamrt: run {run_dir.name} is running; only a crashed run can be resumed\n"
+            assert (refused.returncode, refused.stderr) == (1, live)
+            answer = asked.split("answer it: teamrt ", 1)[1].split()[:-1]
+            answered = teamrt(*answer, "allow", cwd=project, home=home)
+            assert answered.returncode == 0, answered.stderr
+            out, err = owner.communicate(timeout=120)
+        finally:
+            hang.cancel()
+            owner.kill()
+    assert owner.returncode == 0, err
+    assert out == "wrote the notes\n" and (project / "NOTES.md").read_text() == "notes\n"
+    reader = open_reader(run_dir, run_dir.name)
     try:
-        [run_dir] = (home / "runs").iterdir()
-        refused = teamrt("resume", run_dir.name, cwd=project, home=home)
-        if owner.poll() is None:  # still live when it asked
-            assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
-            assert "is live" in refused.stderr or "only a crashed run" in refused.stderr
+        assert reader.run().status == "done"
+        events = reader.events()
+        assert [e.data["pid"] for e in events if e.kind == "run.owner"] == [owner.pid], "one owner, never two"
+        assert "run.resumed" not in [e.kind for e in events]
     finally:
-        owner.wait(60)
-    assert owner.returncode == 0, "the refused resume left the live run alone"
+        reader.close()
+    with closing(sqlite3.connect(run_dir / "run.db")) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert teamrt("resume", "nosuchrun", cwd=project, home=home).stderr.startswith("teamrt: no run named")
+
+
+def _line_with(process: subprocess.Popen[str], needle: str) -> str:
+    """The first line of ``process``'s stderr with ``needle`` in it; fails if the process ends first."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        if needle in line:
+            return line
+    raise AssertionError(f"{needle!r} never came; the process ended {process.wait()}")
 
 
 def test_a_full_disk_stops_the_run_clearly_and_resume_goes_on_when_space_returns(
