@@ -7,7 +7,10 @@
 
 Both go through the real supervisor, the real SDK and the simulator's cache rules.
 The run reports the cache-read share of the children's input tokens and the forks' input
-cost over the fresh agents'. It also reports spawn latency: the time from the supervisor
+cost over the fresh agents'. The fresh agents pay cache-write premiums that no one reads,
+so it also reports each side's cost over plain, uncached input: the same children's input
+tokens at the base input rate, with no cache writes or reads (``ratio_vs_uncached`` for the
+forks). It also reports spawn latency: the time from the supervisor
 creating a child to that child's first model request reaching the simulator, for 20
 forks and 20 teammates. Prints a table, then one JSON object as the last line with
 ``--json``.
@@ -59,7 +62,9 @@ def team_project(base: Path) -> Path:
             + f"You are analyst number {i}. Your speciality is area {i} of the system. " * 20
         )
         roles.append(f"[roles.analyst{i}]\n")
-    (project / "team.toml").write_text("[team]\nmax_agents = 60\nmax_concurrent = 60\n" + "".join(roles))
+    (project / "team.toml").write_text(
+        '[team]\nmodel = "sim"\nmax_agents = 60\nmax_concurrent = 60\n' + "".join(roles)
+    )
     return project
 
 
@@ -142,6 +147,11 @@ def input_cost(usages: list[Usage]) -> float:
     return sum(cost_usd(u, info) for u in usages)
 
 
+def uncached_cost(usages: list[Usage]) -> float:
+    """What the same input tokens cost as plain input: no cache writes, no cache reads."""
+    return input_cost([Usage(input_tokens=u.prompt_tokens) for u in usages])
+
+
 async def measure(base: Path) -> dict[str, Any]:
     forks, _ = await scenario(base, "forks")
     fresh, _ = await scenario(base, "fresh")
@@ -152,11 +162,15 @@ async def measure(base: Path) -> dict[str, Any]:
         "fresh_cache_read_share": round(share(fresh), 3),
         "fork_input_usd": round(input_cost(forks), 5),
         "fresh_input_usd": round(input_cost(fresh), 5),
+        "uncached_input_usd": round(uncached_cost(forks), 5),
+        "fresh_uncached_input_usd": round(uncached_cost(fresh), 5),
         "spawn_p50_ms_fork": round(statistics.median(fork_latency), 2),
         "spawn_p50_ms_team": round(statistics.median(team_latency), 2),
         "children_input_tokens": sum(u.prompt_tokens for u in forks) // CHILDREN,
     }
     result["cost_ratio_fork_vs_fresh"] = round(result["fork_input_usd"] / result["fresh_input_usd"], 3)
+    result["ratio_vs_uncached"] = round(input_cost(forks) / uncached_cost(forks), 3)
+    result["fresh_ratio_vs_uncached"] = round(input_cost(fresh) / uncached_cost(fresh), 3)
     result["targets"] = {
         "fork_cache_read_share": f">= {TARGET_SHARE}",
         "cost_ratio_fork_vs_fresh": f"<= {TARGET_RATIO}",
@@ -180,12 +194,19 @@ def main() -> None:
     os.environ["TEAMRT_HOME"] = tempfile.mkdtemp(prefix="teamrt-home-")
     with tempfile.TemporaryDirectory(prefix="teamrt-bench-") as tmp:
         result = asyncio.run(measure(Path(tmp)))
-    print(f"{'':26}{'cache-read share':>18}{'input cost':>12}")
-    print(f"{'5 forks':26}{result['fork_cache_read_share']:>18}{result['fork_input_usd']:>12}")
-    print(f"{'5 fresh role agents':26}{result['fresh_cache_read_share']:>18}{result['fresh_input_usd']:>12}")
+    print(f"{'':26}{'cache-read share':>18}{'input cost':>12}{'uncached':>12}{'÷ uncached':>12}")
+    print(
+        f"{'5 forks':26}{result['fork_cache_read_share']:>18}{result['fork_input_usd']:>12}"
+        f"{result['uncached_input_usd']:>12}{result['ratio_vs_uncached']:>12}"
+    )
+    print(
+        f"{'5 fresh role agents':26}{result['fresh_cache_read_share']:>18}{result['fresh_input_usd']:>12}"
+        f"{result['fresh_uncached_input_usd']:>12}{result['fresh_ratio_vs_uncached']:>12}"
+    )
     print(
         f"children of {result['children_input_tokens']:,} input tokens each; forks cost"
-        f" {result['cost_ratio_fork_vs_fresh']}x the fresh agents' input (target <= {TARGET_RATIO});"
+        f" {result['cost_ratio_fork_vs_fresh']}x the fresh agents' input (target <= {TARGET_RATIO})"
+        f" and {result['ratio_vs_uncached']}x the same input uncached;"
         f" spawn p50 {result['spawn_p50_ms_fork']} ms (fork), {result['spawn_p50_ms_team']} ms (teammate)"
         f" (target <= {TARGET_SPAWN_MS}): {'met' if result['targets_met'] else 'NOT met'}"
     )
