@@ -111,25 +111,25 @@ def tool_result(model: ScriptedModel) -> dict[str, Any]:
 
 async def waiting(run_dir: Path, count: int = 1) -> list[runs.PendingAsk]:
     """Once ``count`` asks wait, those asks (from a fresh reader, as an onlooker sees them)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with runs.reading(run_dir, RUN) as reader:
             asks = runs.pending_asks(reader)
         if len(asks) >= count:
             return asks
         await asyncio.sleep(0.02)
-    raise AssertionError(f"no {count} asks waited within 10 s")
+    raise AssertionError(f"no {count} asks waited within 30 s")
 
 
 async def controls(run_dir: Path, count: int) -> None:
     """Until the supervisor has recorded ``count`` control messages."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with runs.reading(run_dir, RUN) as reader:
             if len(reader.events(kinds=("control",))) >= count:
                 return
         await asyncio.sleep(0.02)
-    raise AssertionError(f"the supervisor did not record {count} control messages within 10 s")
+    raise AssertionError(f"the supervisor did not record {count} control messages within 30 s")
 
 
 # -- a person answers ------------------------------------------------------------------------------
@@ -142,9 +142,9 @@ def test_an_ask_allowed_by_a_person_runs_the_tool(home: Path, project: Path) -> 
         seen.extend(await waiting(run_dir))
         await asyncio.to_thread(runs.answer, run_dir, RUN, seen[0].id, True)
 
-    started = time.monotonic()
     outcome, model, events = run(home, project, [WRITE, Reply().say("done")], ask_wait=60, during=allow)
-    assert outcome.status == "done" and time.monotonic() - started < 40, "the ask did not wait out its 60 s"
+    assert outcome.status == "done"
+    assert events[1].at - events[0].at < 60, "the answer ended the wait, not its 60 s"
     assert (project / "note.txt").read_text() == "hello\n"
     assert not tool_result(model).get("is_error")
     [ask] = seen
@@ -178,9 +178,9 @@ def test_a_denial_tells_the_model_who_denied_it_and_why(home: Path, project: Pat
 
 @pytest.mark.parametrize("policy", ["deny", "allow"])
 def test_without_an_answer_in_time_the_policy_answers(home: Path, project: Path, policy: str) -> None:
-    started = time.monotonic()
     outcome, model, events = run(home, project, [WRITE, Reply().say("ok")], ask_wait=0.3, on_ask=policy)
-    assert outcome.status == "done" and time.monotonic() - started >= 0.3
+    assert outcome.status == "done"
+    assert events[1].at - events[0].at >= 0.3, "the policy answered once the wait was out, not before"
     [verdict] = answered(events)
     assert (verdict["allowed"], verdict["by"]) == (policy == "allow", "policy")
     assert (project / "note.txt").exists() == (policy == "allow")
@@ -189,9 +189,8 @@ def test_without_an_answer_in_time_the_policy_answers(home: Path, project: Path,
 
 
 def test_ask_wait_zero_answers_at_once_and_still_records_the_ask(home: Path, project: Path) -> None:
-    started = time.monotonic()
     outcome, model, events = run(home, project, [WRITE, Reply().say("ok")], ask_wait=0)
-    assert outcome.status == "done" and time.monotonic() - started < 30
+    assert outcome.status == "done"  # (run() gives the run 30 s: an ask waiting for ever fails it)
     assert [e.kind for e in events] == ["ask", "ask.answered"]
     assert events[0].data["wait_s"] == 0 and events[1].data["id"] == events[0].data["id"]
     assert (events[1].data["allowed"], events[1].data["by"]) == (False, "policy")
@@ -204,10 +203,9 @@ def test_a_stop_while_an_ask_waits_ends_the_agent_at_once(home: Path, project: P
         await waiting(run_dir)
         await asyncio.to_thread(runs.stop, run_dir, RUN, None)
 
-    started = time.monotonic()
     outcome, _, events = run(home, project, [WRITE], ask_wait=60, during=stop)
     assert (outcome.status, outcome.reason) == ("stopped", "stopped by user")
-    assert time.monotonic() - started < 40, "the stop waited for the ask"
+    assert events[1].at - events[0].at < 60, "the stop ended the wait, not its 60 s"
     [verdict] = answered(events)
     assert (verdict["allowed"], verdict["by"]) == (False, "stop")
     with runs.reading(home / "runs" / RUN, RUN) as reader:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
+import os
+import secrets
+import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import needs_bwrap
 
 from teamrt.mailbox import Inbox, Mailbox
 from teamrt.models import ModelRequest, Reply, ScriptedModel
@@ -22,6 +25,8 @@ from teamrt.runtime.spill import PREVIEW_CHARS
 from teamrt.store import Store, create_store
 from teamrt.tools.base import ToolContext, ToolError, ToolResult
 from teamrt.tools.permissions import Permissions
+from teamrt.tools.policy import SandboxPolicy
+from teamrt.tools.sandbox import Sandbox
 
 AGENT = "alice"
 
@@ -382,30 +387,69 @@ def test_compaction_gives_up_after_three_failures(rig: Rig) -> None:
 # -- with the real bash tool -----------------------------------------------------
 
 
-def test_a_stopped_agent_leaves_no_process_behind(rig: Rig) -> None:
+def sleepers(seconds: str) -> dict[int, int]:
+    """The live ``sleep <seconds>`` processes on the machine: pid to start time."""
+    from teamrt.procs import is_running, process_start_time
+
+    found = {}
+    want = f"sleep\0{seconds}\0".encode()
+    for entry in os.scandir("/proc"):
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                if f.read() != want:
+                    continue
+        except OSError:  # not a process, or gone
+            continue
+        start = process_start_time(int(entry.name))
+        if start is not None and is_running(int(entry.name), start):
+            found[int(entry.name)] = start
+    return found
+
+
+@pytest.mark.parametrize("confinement", [pytest.param("bubblewrap", marks=needs_bwrap), "none"])
+def test_a_stopped_agent_leaves_no_process_behind(rig: Rig, confinement: str) -> None:
+    """Stopped while its command runs a background and a foreground sleep, both of which demonstrably
+    exist, the agent leaves neither behind: bubblewrap's namespace ends them, and without it (a run that
+    opted in) the command's process group is the unit of cleanup."""
     from teamrt.procs import is_running
     from teamrt.tools.bash import Bash
 
-    model = ScriptedModel([Reply().call("bash", {"command": "sleep 1000 & sleep 1000"}, id="t1")])
+    seconds = f"1000.{os.getpid()}{secrets.randbelow(10**6):06}"  # only this test's sleeps have it
+    model = ScriptedModel([Reply().call("bash", {"command": f"sleep {seconds} & sleep {seconds}"}, id="t1")])
+    seen: dict[int, int] = {}
 
     async def go() -> Outcome:
         loop = rig.loop(model, [])
-        loop.spec.tools = {"bash": Bash()}
+        if confinement == "bubblewrap":
+            loop.spec.tools = {"bash": Bash()}
+        else:
+            loop.spec.tools = {"bash": Bash(Sandbox(None))}
+            loop.env.tools = ToolContext(
+                workspace=rig.workspace, run_dir=rig.run_dir, policy=SandboxPolicy(unconfined=True)
+            )
         task = asyncio.create_task(loop.run("go"))
-        while not rig.store.reader.tool_calls(AGENT) or not rig.store.reader.tool_calls(AGENT)[0].processes:
+        deadline = asyncio.get_running_loop().time() + 30
+        while len(seen) < 2 or not any(c.processes for c in rig.store.reader.tool_calls(AGENT)):
+            assert asyncio.get_running_loop().time() < deadline, f"the two sleeps never ran: {seen}"
+            assert not task.done(), "the agent ended before its command ran"
             await asyncio.sleep(0.02)
-        await asyncio.sleep(0.2)  # let the shell start its sleeps
+            seen.update(sleepers(seconds))
         loop.stop("stopped by the user")
         return await task
 
-    outcome = asyncio.run(go())
-    assert outcome.status == "stopped"
-    [call] = rig.store.reader.tool_calls(AGENT)
-    assert call.status == "interrupted" and call.processes
-    for proc in call.processes:
-        assert not is_running(proc.pid, proc.start_time), "the journaled process is gone"
-    leftovers = subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True, text=True).stdout.split()
-    assert leftovers == [], f"sleep processes left: {leftovers}"
+    try:
+        outcome = asyncio.run(go())
+        assert outcome.status == "stopped"
+        [call] = rig.store.reader.tool_calls(AGENT)
+        assert call.status == "interrupted" and call.processes
+        for proc in call.processes:
+            assert not is_running(proc.pid, proc.start_time), "the journaled process is gone"
+        left = [pid for pid, start in seen.items() if is_running(pid, start)]
+        assert left == [], f"sleep processes left: {left}"
+        assert sleepers(seconds) == {}
+    finally:  # whatever failed, this test's sleeps do not outlive it
+        for pid in sleepers(seconds):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_result_from_a_superseded_epoch_is_recorded_but_not_acted_on(rig: Rig) -> None:

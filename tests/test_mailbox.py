@@ -104,6 +104,19 @@ def test_resend_after_a_crash_is_harmless_and_a_reused_id_is_refused(mailbox: Ma
     assert files(root / "alice" / "tmp") == []
 
 
+def test_a_resend_of_a_message_already_acknowledged_is_not_delivered_again(
+    mailbox: Mailbox, root: Path
+) -> None:
+    """A sender back from a crash resends what the recipient has read and acknowledged: it stays read."""
+    msg = Message.compose(run="run1", sender="lead", recipient="alice", body="once")
+    mailbox.deliver(msg)
+    with mailbox.open_maildir("alice") as maildir:
+        maildir.ack(f"{msg.id}.json", msg.id)
+    mailbox.deliver(msg)
+    assert files(root / "alice" / "new") == [] and files(root / "alice" / "cur") == [f"{msg.id}.json"]
+    assert mailbox.locate("alice", msg.id) == "cur"
+
+
 def test_delivery_order_write_fsync_link_unlink_dirfsync(
     mailbox: Mailbox, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

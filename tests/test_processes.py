@@ -65,6 +65,7 @@ def test_four_sender_processes_times_1000_messages_arrive_exactly_once(root: Pat
         assert [m for m in received if m in mine] == ids
 
 
+@pytest.mark.slow
 def test_sigkill_of_senders_at_random_points_loses_and_tears_nothing(root: Path) -> None:
     rng = random.Random(20261122)
     with Mailbox(root, RUN) as mb:
@@ -75,11 +76,16 @@ def test_sigkill_of_senders_at_random_points_loses_and_tears_nothing(root: Path)
     for i in range(200):
         proc = mailproc("sendloop", str(root), RUN, f"s{i % 10}", "rx")
         wait_ready(proc)
-        time.sleep(rng.uniform(0, 0.015))
+        assert proc.stdout is not None
+        lines = []
+        while not (line := proc.stdout.readline()).startswith("sent "):  # one delivery returned, however
+            assert line, "the sender ended before a delivery returned"  # busy the machine
+            lines.append(line)
+        lines.append(line)
+        time.sleep(rng.uniform(0, 0.015))  # then a kill at a random point of the deliveries after it
         proc.send_signal(signal.SIGKILL)
         kills += proc.wait() == -signal.SIGKILL
-        assert proc.stdout is not None
-        lines = proc.stdout.read().splitlines(keepends=True)
+        lines += proc.stdout.read().splitlines(keepends=True)
         tried |= {line.split()[1] for line in lines if line.startswith("try ") and line.endswith("\n")}
         returned |= {line.split()[1] for line in lines if line.startswith("sent ") and line.endswith("\n")}
     assert kills == 200
@@ -91,7 +97,7 @@ def test_sigkill_of_senders_at_random_points_loses_and_tears_nothing(root: Path)
     ids = [m.id for m in received]
     assert len(ids) == len(set(ids))  # exactly once
     assert returned <= set(ids) <= tried  # every returned delivery arrives; nothing invented
-    assert len(returned) > 200
+    assert len(returned) >= 200  # at least one from each sender
     assert list((root / "rx" / "tmp").iterdir()) == []  # orphans cleaned
     print(f"{len(returned)} returned, {len(ids)} received, {len(orphans)} tmp orphans cleaned")
 

@@ -135,9 +135,10 @@ def test_ls_lists_every_run_newest_first_and_the_unreadable_with_their_problem(
     (runs / "r-empty" / "mailbox").mkdir(parents=True)  # a mailbox demo's directory, say
     for run, age in (("r-newer", 3600), ("r-empty", 7200)):  # an unreadable run's age is its directory's
         os.utime(runs / run, (time.time() - age, time.time() - age))
-    time.sleep(0.05)  # file times move by kernel ticks: let r-corrupt's be clearly the newest
     (runs / "r-corrupt").mkdir()
     (runs / "r-corrupt" / "run.db").write_bytes(b"not a database at all" * 100)
+    newest = live.reader.run().created_at + 0.01  # file times move by kernel ticks: set r-corrupt's
+    os.utime(runs / "r-corrupt", (newest, newest))
     try:
         code, out, err = cli(capsys, "ls")
     finally:

@@ -89,9 +89,14 @@ def test_heartbeat_beats_while_idle(run_dir: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr("teamrt.store.store.HEARTBEAT_S", 0.05)
     with create_store(run_dir, RUN, task="t", workdir="/") as store:
         first = store.reader.run().heartbeat_at
-        time.sleep(0.4)
-        later = store.reader.run().heartbeat_at
-        assert first is not None and later is not None and later > first
+        assert first is not None
+        commits = store.commits
+        deadline = time.monotonic() + 30
+        while (later := store.reader.run().heartbeat_at) == first:  # with nothing else written
+            assert time.monotonic() < deadline, "no heartbeat in 30 s"
+            time.sleep(0.02)
+        assert later is not None and later > first
+        assert store.commits > commits, "the writer beat by itself"
 
 
 def test_owner_on_another_machine_is_refused_while_its_heartbeat_is_fresh(run_dir: Path) -> None:

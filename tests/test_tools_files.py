@@ -619,7 +619,9 @@ def test_a_grep_that_runs_too_long_is_stopped_while_the_event_loop_runs_on(
 
     outcome, ticks, took = asyncio.run(main())
     assert str(outcome) == "Grep: stopped after 1 s; narrow the pattern, path or glob"
-    assert took < 15
+    # A ceiling that bounds a ripgrep that outlives its kill (the search alone runs for many seconds), far
+    # above the idle time (about 1.1 s).
+    assert took < 30
     assert ticks >= 10
     assert not _children_named("rg", "bwrap")
 

@@ -568,6 +568,8 @@ def test_a_stop_while_merging_ends_the_gate_and_keeps_the_work(tmp_path: Path, s
     started = time.monotonic()
     outcome, store = run_worktree_team(project, sim, "Fix the bug.")
     stopper.join()
+    # A ceiling far below the gate's 300 s and far above the run's idle time (a few seconds): it bounds a
+    # gate that was waited out instead of killed.
     assert time.monotonic() - started < 120, "the gate was killed, not waited out"
     coder = store.reader.agent("coder")
     assert coder.status == "stopped"
