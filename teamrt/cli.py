@@ -728,7 +728,8 @@ def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
         run = reader.run()
     status = runs.run_status(run)
     if status != runs.CRASHED:
-        raise NotResumable(f"run {run_id} is {status}; only a crashed run can be resumed")
+        owner = f" (pid {run.owner.pid} on {run.owner.host})" if status == "running" and run.owner else ""
+        raise NotResumable(f"run {run_id} is {status}{owner}; only a crashed run can be resumed")
     return run_dir, run
 
 

@@ -6,9 +6,10 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -61,6 +62,30 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv(BLOCK_ENV, "1")
     monkeypatch.setenv(SETTINGS_ENV, str(tmp_path / "no-settings.toml"))
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "no-claude-home"))
+
+
+T = TypeVar("T")
+
+
+def within(seconds: float, call: Callable[[], T]) -> T:
+    """``call()``, failing if it has not returned within ``seconds``: a bound on a hang, not a timing (what
+    blocks is left in a daemon thread)."""
+    returned: list[T] = []
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            returned.append(call())
+        except BaseException as e:
+            raised.append(e)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"blocked for more than {seconds} s"
+    if raised:
+        raise raised[0]
+    return returned[0]
 
 
 FAST = Settings(

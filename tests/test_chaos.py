@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -171,7 +172,10 @@ def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
             [run_dir] = (home / "runs").iterdir()
             refused = teamrt("resume", run_dir.name, cwd=project, home=home)
             assert owner.poll() is None, "the owner still waits on its ask"
-            live = f"teamrt: run {run_dir.name} is running; only a crashed run can be resumed\n"
+            live = (
+                f"teamrt: run {run_dir.name} is running (pid {owner.pid} on {socket.gethostname()});"
+                " only a crashed run can be resumed\n"
+            )
             assert (refused.returncode, refused.stderr) == (1, live)
             answer = asked.split("answer it: teamrt ", 1)[1].split()[:-1]
             answered = teamrt(*answer, "allow", cwd=project, home=home)

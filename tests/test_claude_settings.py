@@ -8,14 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from conftest import FAST, needs_bwrap
+from conftest import FAST, needs_bwrap, within
 
 from teamrt.agents import load_definitions
 from teamrt.claudecode.settings import (
@@ -32,8 +31,6 @@ from teamrt.runtime.teamfile import load_team_file
 from teamrt.settings import SettingsError as TeamrtSettingsError
 from teamrt.store import create_store
 from teamrt.tools.permissions import Permissions, Verdict
-
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -56,27 +53,6 @@ def write(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(data if isinstance(data, str) else json.dumps(data))
     return path
-
-
-def within(seconds: float, call: Callable[[], T]) -> T:
-    """``call()``, failing if it has not returned within ``seconds``: a bound on a hang, not a timing (what
-    blocks is left in a daemon thread)."""
-    returned: list[T] = []
-    raised: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            returned.append(call())
-        except BaseException as e:
-            raised.append(e)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"blocked for more than {seconds} s"
-    if raised:
-        raise raised[0]
-    return returned[0]
 
 
 def refusal(project: Path) -> str:

@@ -7,14 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
-from conftest import FAST
+from conftest import FAST, within
 
 from teamrt.agents import load_definitions
 from teamrt.claudecode.memory import MAX_DEPTH, MAX_FILE_BYTES, MAX_TOTAL_BYTES, USER, imports, load_memory
@@ -24,30 +22,6 @@ from teamrt.runtime.agent import Outcome
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import load_team_file
 from teamrt.store import create_store
-
-T = TypeVar("T")
-
-
-def within(seconds: float, call: Callable[[], T]) -> T:
-    """``call()``, failing if it has not returned within ``seconds``: a bound on a hang, not a timing (what
-    blocks is left in a daemon thread)."""
-    returned: list[T] = []
-    raised: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            returned.append(call())
-        except BaseException as e:
-            raised.append(e)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"blocked for more than {seconds} s"
-    if raised:
-        raise raised[0]
-    return returned[0]
-
 
 PROJECT = "project instructions, checked into the codebase"
 
