@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench mutants clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/resume.py
 	$(BIN)/python benchmarks/tui.py
 	$(BIN)/python benchmarks/grep.py
+
+# The mutation gate: each curated one-line bug in benchmarks/mutants.toml must fail its tests (up to 15 min).
+mutants: $(STAMP)
+	$(BIN)/python benchmarks/mutants.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
