@@ -88,7 +88,8 @@ def test_random_kills_are_survived(
         example = ("research", "coding")[seed % 2]
         kills = chaos.kills_for(seed, KILLS_PER_RUN, references[example])
         result = survive(example, kills, tmp_path / f"seed-{seed}", references[example], ctx, tree)
-        assert all(ms < 5_000 for ms in result.resume_ms), f"seed {seed}: {result.resume_ms}"
+        # how fast a resume is back is the chaos benchmark's figure; here 60 s only bounds a hang
+        assert all(ms < 60_000 for ms in result.resume_ms), f"seed {seed}: {result.resume_ms}"
         fired += result.kills
         seed += 1
     assert seed <= 12, f"it took {seed} runs to reach {RANDOM_KILLS} kills"
