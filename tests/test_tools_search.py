@@ -463,11 +463,18 @@ def test_huge_outputs_are_cut_with_a_word(
 
 
 def test_a_listing_that_runs_too_long_is_stopped(
-    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: ToolContext, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("teamrt.tools.globbing.GLOB_SECONDS", 0.001)
+    """A ripgrep that never ends is stopped at the limit: the stand-in sleeps, so the limit decides, not
+    how fast a loaded machine lists one file (a real ripgrep can end before a 1 ms limit is even armed)."""
+    stand_in = tmp_path / "bin" / "rg"
+    stand_in.parent.mkdir()
+    stand_in.write_text("#!/usr/bin/sh\nexec /usr/bin/sleep 300\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setattr(rg, "required", lambda op: str(stand_in))
+    monkeypatch.setattr("teamrt.tools.globbing.GLOB_SECONDS", 0.5)
     (ws / "a.txt").write_text("")
-    assert refused(ctx, "Glob", pattern="*") == "Glob: stopped after 0.001 s; narrow the pattern or path"
+    assert refused(ctx, "Glob", pattern="*") == "Glob: stopped after 0.5 s; narrow the pattern or path"
 
 
 def test_a_search_cancelled_again_while_it_stops_still_ends_its_process(
