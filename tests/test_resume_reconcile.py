@@ -24,15 +24,16 @@ from sqlalchemy import Connection, update
 from teamrt import faults, home
 from teamrt.mailbox import Mailbox
 from teamrt.mailbox.maildir import peek
-from teamrt.models import ModelRequest, Reply, ScriptedModel
+from teamrt.models import ModelRequest, ModelResponse, Reply, ScriptedModel
 from teamrt.models.scripted import Step
+from teamrt.models.types import OnRestart, OnText
 from teamrt.procs import is_running, process_start_time
 from teamrt.runtime import teamrun
 from teamrt.runtime.resume import INTERRUPTED, UNANSWERED
 from teamrt.runtime.supervisor import FORK_PLACEHOLDER
 from teamrt.runtime.teamfile import load_team_file, team_to_json
 from teamrt.runtime.teamrun import RunSummary, resume_run
-from teamrt.store import Store, ToolUse, create_store, open_reader, owner_alive
+from teamrt.store import FinishedCall, Store, ToolUse, create_store, open_reader, owner_alive
 from teamrt.store import tables as t
 from teamrt.worktree import GitRepo, Worktrees
 from teamrt.worktree.checkout import ship
@@ -308,6 +309,77 @@ def test_team_calls_cut_short_are_completed_exactly_once(
     assert said["toolu_uncreated"][0] == "created task 4: write the tests"
     assert said["toolu_claimed"][0].startswith("you hold task 1: fix parse")
     assert said["toolu_unclaimed"][0].startswith("you hold task 2: review")
+
+
+class AfterMate(ScriptedModel):
+    """A scripted model whose lead answers only once the teammate ``mate`` has ended, so the lead's end
+    (which stops whoever is left) cannot race the teammate's own."""
+
+    def __init__(self, run_dir: Path, steps: list[Step]) -> None:
+        super().__init__(steps)
+        self.run_dir = run_dir
+
+    async def complete(
+        self, request: ModelRequest, *, on_text: OnText | None = None, on_restart: OnRestart | None = None
+    ) -> ModelResponse:
+        deadline = asyncio.get_running_loop().time() + 30  # bounds a hang only
+        while request.agent == "lead" and mate_status(self.run_dir) == "running":
+            assert asyncio.get_running_loop().time() < deadline, "the teammate never ended"
+            await asyncio.sleep(0.01)
+        return await super().complete(request, on_text=on_text, on_restart=on_restart)
+
+
+def mate_status(run_dir: Path) -> str:
+    reader = open_reader(run_dir, RUN)
+    try:
+        return reader.agent("mate").status
+    finally:
+        reader.close()
+
+
+def test_a_teammate_that_accepted_a_shutdown_and_kept_its_answer_finishes_without_another_turn(
+    tmp_path: Path, runs_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crash came after the teammate's accepted shutdown was kept, before it finished: on resume it
+    finishes at once, as it would have, and its model is not called again (a teammate that went on would
+    idle until the run's end stopped it, its last result reaching a lead that had ended)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    scene = begin(tmp_path, project, LEAD_TEAM)
+    request = use("toolu_ask", "request_shutdown", agent="mate", reason="the review is done")
+    accept = use("toolu_accept", "respond_shutdown", to="lead", accept=True, reason="all reviewed")
+
+    async def build() -> None:
+        store = scene.store
+        await last_turn(scene, "lead", [request])
+        sent = done(request, "sent")
+        await store.append_turn("lead", epoch=scene.epoch, role="user", content=[sent],
+                                finished=[FinishedCall(request["id"], "done", [sent])])  # fmt: skip
+        await store.add_agent("mate", kind="team", model="sim", parent="lead", role="mate")
+        epoch = await store.begin_epoch("mate")
+        await store.append_turn("mate", epoch=epoch, role="user", content=[text("review the plan")])
+        uses = [ToolUse(accept["id"], accept["name"], accept["input"], False)]
+        await store.append_turn("mate", epoch=epoch, role="assistant", content=[accept], tool_uses=uses)
+        said = done(accept, "delivered to lead; you finish after this turn")
+        await store.append_turn("mate", epoch=epoch, role="user", content=[said],
+                                finished=[FinishedCall(accept["id"], "done", [said])])  # fmt: skip
+        await store.set_agent_status("mate", "running")
+
+    scene.call(build())
+    crash(scene)
+    model = AfterMate(scene.run_dir, [Reply().say("the team is done")])
+    assert resume(monkeypatch, model).outcome.status == "done"
+    assert [r.agent for r in model.requests] == ["lead"], "the teammate's model was not called again"
+    reader = open_reader(scene.run_dir, RUN)
+    try:
+        mate = reader.agent("mate")
+    finally:
+        reader.close()
+    assert (mate.status, mate.status_reason) == ("done", "all reviewed")
+
+
+def done(call: dict[str, Any], said: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call["id"], "content": said}
 
 
 def test_a_spawn_cut_short_gets_the_answers_of_the_children_it_made_and_of_those_it_had_not(

@@ -97,8 +97,9 @@ class AgentLoop:
         try:
             if self._stopping is not None:  # stopped between runs
                 return await self._end("stopped", self.answer, self._stopping)
-            if results and self._finishing is not None:  # a resume settled an accepted shutdown
-                await self._append_user([r.result[0] for r in results], [], results)
+            if self._finishing is not None:  # a resume found a shutdown accepted (and settled its call)
+                if results:
+                    await self._append_user([r.result[0] for r in results], [], results)
                 return await self._end("done", self.answer, self._finishing)
             refused = await hooking.starting(self, task)
             if refused is not None:

@@ -10,6 +10,8 @@
   caught landing, is landed from the record (``landed``), never queued again.
 - Each agent's worktree is kept if present, else made again from its branch
   (or its base, if it never landed).
+- An agent that had accepted a shutdown, its answer kept, finishes at once
+  (``accepted_shutdown``): its model is not called again.
 - A permission ask the crash left unanswered is closed (``ask.answered`` by
   ``resume``, denied), so it does not look pending forever; its call, still
   pending in the journal, is asked again when its agent goes on.
@@ -30,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..mailbox.maildir import peek
+from ..models import Message
 from ..procs import is_running, kill_group
 from ..store import EventRecord, Store, ToolCallRecord
 from ..worktree import Landing, Worktrees
@@ -80,6 +83,24 @@ def landed(store: Store, agent: str, integration: str) -> Landing | None:
     if merge is None or merge.status != "merged" or merge.merged_commit is None:
         return None
     return Landing("merged", f"merged onto {integration} at {merge.merged_commit[:12]}")
+
+
+def accepted_shutdown(messages: Sequence[Message]) -> str | None:
+    """The reason of the shutdown an agent accepted in its last kept turn, whose results were kept before
+    the crash (it would have finished right after): None when it accepted none."""
+    if len(messages) < 2 or messages[-1]["role"] != "user" or messages[-2]["role"] != "assistant":
+        return None
+    answered = {
+        b.get("tool_use_id")
+        for b in messages[-1]["content"]
+        if b.get("type") == "tool_result" and not b.get("is_error")
+    }
+    for block in messages[-2]["content"]:
+        call = block.get("input") or {}
+        accepts = block.get("name") == "respond_shutdown" and call.get("accept") is True
+        if block.get("type") == "tool_use" and accepts and block.get("id") in answered:
+            return str(call.get("reason") or "shutdown accepted")
+    return None
 
 
 async def close_stale_asks(store: Store, events: Sequence[EventRecord]) -> list[str]:

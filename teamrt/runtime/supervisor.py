@@ -58,6 +58,7 @@ from .resume import (
     ENDED,
     INTERRUPTED,
     REPEATABLE,
+    accepted_shutdown,
     close_stale_asks,
     delivered,
     has_mail,
@@ -470,6 +471,9 @@ class Supervisor:
                 if member.checkout is None:  # a worktree agent's status is its landing's
                     await self.store.set_agent_status(member.name, "done")
                 return Outcome("done", member.loop.answer, member.loop.turns)
+            accepted = accepted_shutdown(member.loop.messages)
+            if accepted is not None:  # kept its answer, crashed before it finished
+                self.accept_shutdown(member.name, accepted)
             return await self._run_with_restarts(member, None, finished=await self._settle_calls(member))
 
         async def work() -> Outcome:
