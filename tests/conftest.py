@@ -25,6 +25,8 @@ from teamrt.tools.sandbox import TOOLCHAINS, default_sandbox
 if TYPE_CHECKING:
     from hostile import Scene
 
+    from teamrt.runtime.agent import Outcome
+
 # On a developer's machine without bubblewrap the sandbox tests are skipped (bash is then refused
 # unless a run opts in); CI installs it in .ci/run, so there a missing bwrap fails them instead.
 needs_bwrap = pytest.mark.skipif(
@@ -92,6 +94,30 @@ FAST = Settings(
     model=ModelSettings(stall_seconds=0.5, stream_retries=2, stream_retry_delay=0.01, sdk_retries=2)
 )
 """Model settings that keep retries and stalls short in tests."""
+
+
+def supervise(project: Path, sim: SimServer, run_dir: Path, prompt: str = "go") -> Outcome:
+    """``prompt`` run to its end by the real supervisor, as ``project``'s ``team.toml`` says, its models on
+    ``sim``, in a new run kept in ``run_dir``; 60 s only bound a hang."""
+    from teamrt.agents import load_definitions
+    from teamrt.runtime.supervisor import Supervisor
+    from teamrt.runtime.teamfile import load_team_file
+    from teamrt.store import create_store
+
+    run_dir.mkdir(parents=True)
+    store = create_store(run_dir, "r1", task=prompt, workdir=str(project))
+
+    async def go() -> Outcome:
+        supervisor = Supervisor(
+            store=store, run_dir=run_dir, team=load_team_file(project / "team.toml", project=project),
+            definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
+        )  # fmt: skip
+        return await asyncio.wait_for(supervisor.run(prompt), 60)
+
+    try:
+        return asyncio.run(go())
+    finally:
+        store.close()
 
 
 @pytest.fixture

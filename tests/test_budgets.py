@@ -554,7 +554,7 @@ class GatedModel:
         return await self.inner.complete(request, on_text=on_text, on_restart=on_restart)
 
     async def count_tokens(self, request: ModelRequest) -> int:
-        raise NotImplementedError
+        return await self.inner.count_tokens(request)
 
     async def aclose(self) -> None:
         pass

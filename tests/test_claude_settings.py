@@ -3,7 +3,6 @@ and in a run on ``sim``: their rules decide calls the team file's do not, their 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -14,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST, needs_bwrap, within
+from conftest import needs_bwrap, supervise, within
 
-from teamrt.agents import load_definitions
 from teamrt.claudecode.settings import (
     MAX_BYTES,
     SettingsError,
@@ -26,10 +24,7 @@ from teamrt.claudecode.settings import (
 from teamrt.models import Reply
 from teamrt.models.sim import SimRequest, SimServer
 from teamrt.runtime.agent import Outcome
-from teamrt.runtime.supervisor import Supervisor
-from teamrt.runtime.teamfile import load_team_file
 from teamrt.settings import SettingsError as TeamrtSettingsError
-from teamrt.store import create_store
 from teamrt.tools.permissions import Permissions, Verdict
 
 
@@ -309,21 +304,7 @@ def sim() -> Iterator[SimServer]:
 
 def run(project: Path, sim: SimServer, team: str = TEAM) -> Outcome:
     (project / "team.toml").write_text(team)
-    run_dir = project.parent / "home" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
-    store = create_store(run_dir, "r1", task="go", workdir=str(project))
-
-    async def go() -> Outcome:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=load_team_file(project / "team.toml", project=project),
-            definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
-        )  # fmt: skip
-        return await asyncio.wait_for(supervisor.run("go"), 60)
-
-    try:
-        return asyncio.run(go())
-    finally:
-        store.close()
+    return supervise(project, sim, project.parent / "home" / "runs" / "r1")
 
 
 COMMANDS = ['echo "$GREETING|${ANTHROPIC_BASE_URL-unset}|${LD_PRELOAD-unset}"', "rm -rf build", "ls"]

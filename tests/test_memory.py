@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -12,16 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import FAST, within
+from conftest import supervise, within
 
-from teamrt.agents import load_definitions
 from teamrt.claudecode.memory import MAX_DEPTH, MAX_FILE_BYTES, MAX_TOTAL_BYTES, USER, imports, load_memory
 from teamrt.models import Reply
 from teamrt.models.sim import SimRequest, SimServer
-from teamrt.runtime.agent import Outcome
-from teamrt.runtime.supervisor import Supervisor
-from teamrt.runtime.teamfile import load_team_file
-from teamrt.store import create_store
 
 PROJECT = "project instructions, checked into the codebase"
 
@@ -298,21 +292,7 @@ def test_memory_reaches_every_agents_system_prompt_and_forks_share_it(
     write(project / "docs" / "conventions.md", "Name tests after behaviour.")
     write(project / "team.toml", '[team]\nmodel = "sim"\n')
     sim.policies.update({"lead": forking_lead, "fork": lambda request: Reply().say("ok")})
-    run_dir = project.parent / "teamrt-home" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
-    store = create_store(run_dir, "r1", task="go", workdir=str(project))
-
-    async def go() -> Outcome:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=load_team_file(project / "team.toml", project=project),
-            definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
-        )  # fmt: skip
-        return await asyncio.wait_for(supervisor.run("go"), 60)
-
-    try:
-        outcome = asyncio.run(go())
-    finally:
-        store.close()
+    outcome = supervise(project, sim, project.parent / "teamrt-home" / "runs" / "r1")
     assert outcome.status == "done", outcome
     systems = {agent: json.dumps(json.loads(body)["system"]) for agent, body in sim.bodies}
     assert len(systems) == 3

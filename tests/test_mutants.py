@@ -44,7 +44,7 @@ TEST_SKIPPED = """\
 import pytest
 
 
-@pytest.mark.skip(reason="not here")
+@pytest.mark.skip(reason="planted: a mutant whose tests all skip is reported skipped, not judged")
 def test_double() -> None:
     pass
 """
