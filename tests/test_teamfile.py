@@ -19,7 +19,7 @@ from teamrt.runtime.teamfile import (
     team_to_json,
 )
 from teamrt.tools.permissions import Permissions
-from teamrt.tools.policy import SandboxPolicy
+from teamrt.tools.policy import SandboxPolicy, WebPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUILTINS = "coder, lead, researcher, reviewer"
@@ -83,6 +83,8 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
         gate_timeout=600.0,
         integration_branch="teamrt/integration",
         sandbox=SandboxPolicy(env=("GITHUB_TOKEN",), read=("~/.pyenv",)),
+        web=WebPolicy(private_hosts=("localhost:8000",), search_allowed_domains=("docs.python.org",)),
+        mcp_servers={"tracker": {"command": "tracker-mcp", "args": ["--repo", "."]}},
     )
     assert list(team.roles) == ["researcher", "critic"]
     Permissions(team.roles["critic"].permission_mode or "default", allow=team.allow, deny=team.deny)
@@ -369,3 +371,23 @@ def test_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
 def test_a_role_may_not_pass_for_a_person_or_the_supervisor(tmp_path: Path, name: str) -> None:
     problem = error(tmp_path, f"[roles.{name}]\nagent = 'reviewer'\n")
     assert problem == f"[roles.{name}]: teamrt's own mail is sent as {name!r}; pick another name"
+
+
+def test_web_search_domains_are_allowed_or_blocked_not_both(tmp_path: Path) -> None:
+    problem = error(
+        tmp_path, '[web]\nsearch_allowed_domains = ["a.org"]\nsearch_blocked_domains = ["b.org"]\n'
+    )
+    assert problem == (
+        "[web] set search_allowed_domains or search_blocked_domains, not both: the API takes one"
+    )
+    assert error(tmp_path, "[mcp]\nservers = 3\n") == "[mcp] servers must be tables: [mcp.servers.<name>]"
+    assert error(tmp_path, "[web]\nprivate = []\n").startswith("[web] unknown key 'private'")
+
+
+def test_web_and_mcp_survive_the_round_trip_through_json(tmp_path: Path) -> None:
+    team = load(tmp_path, '[web]\nprivate_hosts = ["127.0.0.1:9"]\n[mcp.servers.t]\ncommand = "x"\n')
+    again = team_from_json(json.loads(json.dumps(team_to_json(team))))
+    assert again == team and again.web.private_hosts == ("127.0.0.1:9",)
+    old = team_to_json(team)
+    del old["web"], old["mcp_servers"]  # a run made before [web] and [mcp] existed
+    assert team_from_json(old).web == WebPolicy() and team_from_json(old).mcp_servers == {}

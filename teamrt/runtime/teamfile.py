@@ -45,6 +45,15 @@ reference is ``docs/team-file.md``. A full example::
     max_memory_mb = 4096          # memory of each process of a command
     max_file_mb = 1024            # largest file a command may write
 
+    [web]                         # what WebFetch may reach and WebSearch return
+    private_hosts = ["localhost:8000"]   # loopback or private hosts WebFetch may fetch (default: none)
+    search_allowed_domains = ["docs.python.org"]   # WebSearch results only from these
+    search_blocked_domains = []   # or: never from these (not both)
+
+    [mcp.servers.tracker]         # MCP servers for every agent, as .mcp.json writes them
+    command = "tracker-mcp"       # stdio: command, args, env; or type = "http", url, headers
+    args = ["--repo", "."]
+
     [merge]
     gates = ["pytest -q"]         # run on the integration branch before a worktree branch is merged
     gate_timeout = 600            # seconds each gate may take (default 600)
@@ -78,7 +87,7 @@ from ..mailbox import is_name
 from ..models.catalog import resolve
 from ..models.registry import is_sim
 from ..tools.permissions import MODE_NAMES, Rule, RuleError
-from ..tools.policy import SandboxPolicy
+from ..tools.policy import SandboxPolicy, WebPolicy
 from .asking import USER
 
 MAX_DEPTH = 3  # the deepest spawns may nest below the lead (depth 0)
@@ -103,7 +112,9 @@ ROLE_KEYS = ("agent", "model", "budget_tokens", "budget_usd", "max_turns", "perm
 PERMISSION_KEYS = ("allow", "deny", "ask")
 MERGE_KEYS = ("gates", "integration_branch", "gate_timeout")
 SANDBOX_KEYS = ("network", "unconfined", "env", "read", "max_processes", "max_memory_mb", "max_file_mb")
-SECTIONS = ("team", "lead", "roles", "permissions", "merge", "sandbox")
+WEB_KEYS = ("private_hosts", "search_allowed_domains", "search_blocked_domains")
+MCP_KEYS = ("servers",)
+SECTIONS = ("team", "lead", "roles", "permissions", "merge", "sandbox", "web", "mcp")
 MAX_BYTES = 1024 * 1024
 """A larger team file is refused unread."""
 MOST = 10**12
@@ -157,6 +168,10 @@ class TeamFile:
     gate_timeout: float = 600.0
     sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
     """What agents' commands may reach: network, environment, limits, running without bubblewrap."""
+    web: WebPolicy = field(default_factory=WebPolicy)
+    """What WebFetch may reach and WebSearch return."""
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """MCP servers every agent of the team may use, by name, as ``.mcp.json`` writes them."""
 
 
 class TeamFileError(ValueError):
@@ -208,6 +223,8 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
     timeout = merge.count("gate_timeout")
     settings["gate_timeout"] = None if timeout is None else float(timeout)
     settings["sandbox"] = _sandbox(path, raw.get("sandbox", {}))
+    settings["web"] = _web(path, raw.get("web", {}))
+    settings["mcp_servers"] = _mcp_servers(path, raw.get("mcp", {}))
     team_file = TeamFile(  # an absent key keeps the dataclass's default
         path=path,
         name=team.text("name") or path.stem,
@@ -287,6 +304,28 @@ def _sandbox(path: Path, value: object) -> SandboxPolicy:
         max_memory_mb=table.count("max_memory_mb") or default.max_memory_mb,
         max_file_mb=table.count("max_file_mb") or default.max_file_mb,
     )
+
+
+def _web(path: Path, value: object) -> WebPolicy:
+    table = _Table(path, "web", value, WEB_KEYS)
+    allowed = table.texts("search_allowed_domains") or ()
+    blocked = table.texts("search_blocked_domains") or ()
+    if allowed and blocked:
+        raise table.error("set search_allowed_domains or search_blocked_domains, not both: the API takes one")
+    return WebPolicy(
+        private_hosts=table.texts("private_hosts") or (),
+        search_allowed_domains=allowed,
+        search_blocked_domains=blocked,
+    )
+
+
+def _mcp_servers(path: Path, value: object) -> dict[str, dict[str, Any]]:
+    """``[mcp.servers.<name>]`` tables as written; each is checked as a ``.mcp.json`` entry is."""
+    table = _Table(path, "mcp", value, MCP_KEYS)
+    servers = table.values.get("servers", {})
+    if not isinstance(servers, dict) or not all(isinstance(v, dict) for v in servers.values()):
+        raise table.error("servers must be tables: [mcp.servers.<name>]")
+    return dict(servers)
 
 
 def _roles(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
@@ -457,4 +496,7 @@ def team_from_json(data: dict[str, Any]) -> TeamFile:
     sandbox: dict[str, Any] = fields.get("sandbox") or {}  # absent in runs made before [sandbox] existed
     kept: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in sandbox.items()}
     fields["sandbox"] = SandboxPolicy(**kept)
+    web: dict[str, Any] = fields.get("web") or {}  # absent in runs made before [web] existed
+    fields["web"] = WebPolicy(**{k: tuple(v) for k, v in web.items()})
+    fields.setdefault("mcp_servers", {})
     return TeamFile(**fields)

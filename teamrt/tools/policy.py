@@ -1,7 +1,7 @@
-"""What a run allows its agents' programs: network, environment, limits, and whether bash may run unconfined.
+"""What a run allows its agents' programs (network, environment, limits, running unconfined) and the web.
 
-Set by the team file's ``[sandbox]`` section (and ``teamrt run --unconfined``);
-the defaults are the safe ones.
+Set by the team file's ``[sandbox]`` and ``[web]`` sections (and ``teamrt run
+--unconfined``); the defaults are the safe ones.
 """
 
 from __future__ import annotations
@@ -26,3 +26,17 @@ class SandboxPolicy:
     """Memory of each process of a command (``RLIMIT_DATA``: heap and private mappings), in MiB."""
     max_file_mb: int = 1024
     """Largest file a command may write (``RLIMIT_FSIZE``), in MiB."""
+
+
+@dataclass(frozen=True)
+class WebPolicy:
+    """What WebFetch may reach and what WebSearch may return (the team file's ``[web]``)."""
+
+    private_hosts: tuple[str, ...] = ()
+    """Hosts (``name`` or ``name:port``) on loopback or private addresses that WebFetch may fetch from; by
+    default it refuses every such address, so an agent cannot reach the machine's or the network's
+    own services."""
+    search_allowed_domains: tuple[str, ...] = ()
+    """When set, WebSearch returns results from these domains only."""
+    search_blocked_domains: tuple[str, ...] = ()
+    """Domains WebSearch never returns results from (not with ``search_allowed_domains``)."""
