@@ -115,7 +115,7 @@ async def tool(grep: Grep, ctx: ToolContext, input: dict[str, Any]) -> float:
     start = time.perf_counter()
     result = await grep.run(input, ctx)
     took = (time.perf_counter() - start) * 1000
-    assert not result.is_error and not result.content.startswith("no matches"), result.content
+    assert not result.is_error and not result.text.startswith("no matches"), result.text
     return took
 
 

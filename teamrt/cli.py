@@ -233,6 +233,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--list", action="store_true", help="list the repositories whose hooks you trusted, and whether"
         " that trust still holds"
     )  # fmt: skip
+    mcp = commands.add_parser(
+        "mcp",
+        help="list the MCP servers this project's runs may use, and their state and tools",
+        description="The MCP servers of the team file, your settings (~/.claude.json) and the project's"
+        " .mcp.json and agent files: where each comes from and whether it starts (a repository's servers"
+        " start only once you trusted them with teamrt trust, or enabled them in your own settings). With"
+        " --run, each server's state in that run; with --tools, each server that may start is started,"
+        " in the sandbox as a run starts it, to list its tools, then stopped.",
+    )
+    mcp.add_argument("--run", metavar="RUN", help="also show each server's state in this run")
+    mcp.add_argument("--tools", action="store_true", help="start the servers to list their tools")
     ls = commands.add_parser(
         "ls",
         help="list the runs, newest first",
@@ -362,6 +373,8 @@ def _run(args: argparse.Namespace) -> int:
         return _list_agents(args.json)
     if args.command == "trust":
         return _trust(args)
+    if args.command == "mcp":
+        return _mcp(args)
     if args.command == "run":
         return _run_one(args)
     if args.command == "init":
@@ -923,12 +936,16 @@ def _list_agents(as_json: bool = False) -> int:
 
 
 def _trust(args: argparse.Namespace) -> int:
-    """``trust``: record (or revoke, or list) the person's trust in this repository's hooks."""
+    """``trust``: record (or revoke, or list) the person's trust in the repository's hooks and MCP servers."""
+    import json
+
     from . import home
+    from .agents import load_definitions
     from .claudecode import trust
     from .claudecode.hooks import parse_hooks
     from .claudecode.settings import SettingsError as ClaudeSettingsError
     from .claudecode.settings import read_settings_files
+    from .mcp.config import repository_servers
 
     try:
         if args.list:
@@ -941,26 +958,78 @@ def _trust(args: argparse.Namespace) -> int:
         project = home.project_root()
         if args.revoke:
             said = "no longer trusts" if trust.revoke(project) else "had no trust recorded for"
-            print(f"teamrt {said} the hooks of {project}")
+            print(f"teamrt {said} the hooks and MCP servers of {project}")
             return 0
         files = read_settings_files(project)
         digest = trust.hooks_digest(files)
-        if digest is None:
-            print(f"nothing to trust: {project}/.claude/settings.json and settings.local.json have no hooks")
+        problems: list[str] = []
+        servers = repository_servers(project, load_definitions(project).values(), problems)
+        for problem in problems:
+            print(f"teamrt: warning: {problem}", file=sys.stderr)
+        mcp = trust.mcp_digest(servers)
+        if digest is None and mcp is None:
+            print(f"nothing to trust: {project}/.claude/settings.json and settings.local.json have no hooks,"
+                  " and the project has no MCP servers (.mcp.json, agent files' mcpServers)")  # fmt: skip
             return 0
         parsed = parse_hooks(files)
         for problem in parsed.problems:
             print(f"teamrt: warning: {problem}", file=sys.stderr)
-        trust.trust(project, digest)
+        trust.trust(project, digest, mcp)
     except (ClaudeSettingsError, trust.TrustError) as e:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"teamrt trusts the hooks of {project} as they are now; they run in its runs:")
-    for hook in parsed.scoped(*trust.REPOSITORY_SCOPES).hooks:
-        on = f" [{hook.matcher}]" if hook.matcher else ""
-        command = "\n    ".join(hook.command.strip().splitlines())
-        print(f"  {hook.event}{on} ({hook.scope}): {command}")
+    if digest is not None:
+        print(f"teamrt trusts the hooks of {project} as they are now; they run in its runs:")
+        for hook in parsed.scoped(*trust.REPOSITORY_SCOPES).hooks:
+            on = f" [{hook.matcher}]" if hook.matcher else ""
+            command = "\n    ".join(hook.command.strip().splitlines())
+            print(f"  {hook.event}{on} ({hook.scope}): {command}")
+    if mcp is not None:
+        print(f"teamrt trusts the MCP servers of {project} as they are now; they may start in its runs:")
+        for place, kept in servers.items():
+            for written in kept if isinstance(kept, list) else [kept]:
+                for name, server in written.items():
+                    print(f"  {name} ({place}): {json.dumps(server, ensure_ascii=False)[:300]}")
     print("A change to them stops them until you trust them again; teamrt trust --revoke takes this back.")
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    """``mcp``: the configured MCP servers (``teamrt.mcp.listing``), their state in a run, their tools."""
+    from . import home
+    from .agents import load_definitions
+    from .mcp import listing
+    from .mcp.config import load_mcp_config
+    from .runtime.teamfile import TeamFileError, load_team_file, team_from_json
+    from .runtime.teamrun import team_file_of
+    from .store import StoreError, open_reader
+
+    project = home.project_root()
+    try:
+        events = None
+        if args.run is not None:
+            run_dir = home.existing_run_dir(args.run)
+            reader = open_reader(run_dir, args.run)
+            try:
+                run, events = reader.run(), reader.events()
+            finally:
+                reader.close()
+            project = Path(run.workdir)
+            team = team_from_json(run.settings["team"]) if "team" in run.settings else None
+        else:
+            run_dir = home.runs_path() / "mcp-listing"
+            team = load_team_file(team_file_of(project), project=project)
+        servers = team.mcp_servers if team is not None else {}
+        source = str(team.path) if team is not None else "team file"
+        config = load_mcp_config(project, servers, load_definitions(project).values(), team_source=source)
+        tools = None
+        if args.tools:
+            policy = team.sandbox if team is not None else None
+            tools = listing.list_tools(config, listing.listing_context(project, run_dir, policy))
+    except (home.UnknownRun, StoreError, TeamFileError) as e:
+        print(f"teamrt: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print("\n".join(listing.describe(config, events=events, tools=tools)))
     return 0
 
 

@@ -29,15 +29,18 @@ LOADS: dict[str, tuple[str, str | None, str | None, str | None, int | None]] = {
     "data/data-scientist.md": ("data-scientist", "sonnet", "Read Write Bash", None, None),
     "data/ml-engineer.md": ("ml-engineer", "opus", "Read Write Edit Bash Glob Grep", None, None),
     "data/sql-expert.md": ("SQL.Expert", None, "Read Bash", None, None),
-    "design/ui-designer.md": ("ui-designer", None, "Write Read MultiEdit", None, None),
+    "design/ui-designer.md": ("ui-designer", None, "Write Read MultiEdit WebSearch WebFetch", None, None),
     "design/ux-researcher.md": ("ux-researcher", None, "Read Write Grep", None, None),
     "design/whimsy-injector.md": ("whimsy-injector", None, "Read Write MultiEdit Grep Glob", None, None),
     "docs/docs-architect.md": ("docs-architect", "opus", ALL, None, None),
     "docs/technical-writer.md": ("technical-writer", None, "Read Write Edit Glob Grep", None, None),
     "docs/tutorial-engineer.md": ("tutorial-engineer", None, "Read Write Edit", None, None),
-    "engineering/api-documenter.md": ("api-documenter", "haiku", "Read Write", None, None),
+    "engineering/api-documenter.md": ("api-documenter", "haiku", "Read Write WebFetch WebSearch", None, None),
     "engineering/backend-architect.md": ("backend-architect", "sonnet", ALL, None, None),
-    "engineering/database-optimizer.md": ("database-optimizer", "opus", "Read Write Edit Bash", None, None),
+    "engineering/database-optimizer.md": (
+        "database-optimizer", "opus", "Read Write Edit Bash mcp__postgres__query mcp__postgres__explain",
+        None, None,
+    ),
     "engineering/devops-troubleshooter.md": ("devops-troubleshooter", None, ALL, None, None),
     "engineering/frontend-developer.md": (
         "frontend-developer", None, "Write Read MultiEdit Bash Grep Glob", None, None,
@@ -85,11 +88,15 @@ LOADS: dict[str, tuple[str, str | None, str | None, str | None, int | None]] = {
         "terraform-specialist", "claude-sonnet-4-20250514", "Read Write Edit Bash", None, None,
     ),
     "product/feedback-synthesizer.md": (
-        "feedback-synthesizer", None, "Read Write Grep MultiEdit", None, None,
+        "feedback-synthesizer", None, "Read Write Grep WebFetch MultiEdit", None, None,
     ),
     "product/sprint-prioritizer.md": ("sprint-prioritizer", None, "Write Read TodoWrite Grep", None, None),
-    "product/trend-researcher.md": ("trend-researcher", None, "Read Write Grep", None, None),
-    "quality/accessibility-tester.md": ("accessibility-tester", None, "Read Grep Glob Bash", None, None),
+    "product/trend-researcher.md": (
+        "trend-researcher", None, "WebSearch WebFetch Read Write Grep", None, None,
+    ),
+    "quality/accessibility-tester.md": (
+        "accessibility-tester", None, "Read Grep Glob Bash WebFetch", None, None,
+    ),
     "quality/code-reviewer.md": ("code-reviewer", None, "Read Grep Glob Bash", None, None),
     "quality/debugger.md": ("debugger", None, "Read Edit Bash Grep Glob", None, None),
     "quality/performance-engineer.md": (
@@ -127,17 +134,11 @@ WARNED = {
     ],
     "data/data-scientist.md": ["tools: 'NotebookEdit' is not available in teamrt yet"],
     "data/ml-engineer.md": ["unknown field 'version' ignored"],
-    "design/ui-designer.md": ["'WebSearch' is not available in teamrt yet", "'WebFetch' is not available"],
     "docs/docs-architect.md": [
         "Claude Code's field 'effort' is not used by teamrt",
         "Claude Code's field 'background' is not used by teamrt",
     ],
     "docs/technical-writer.md": ["field 'skills' is not used", "field 'memory' is not used"],
-    "engineering/api-documenter.md": ["'WebFetch' is not available", "'WebSearch' is not available"],
-    "engineering/database-optimizer.md": [
-        "tools: 'mcp__postgres__query' is not available in teamrt yet; left out",
-        "tools: 'mcp__postgres__explain' is not available in teamrt yet; left out",
-    ],
     "engineering/python-pro.md": [
         f"no such tool {t!r}" for t in ("pip", "pytest", "black", "mypy", "poetry", "ruff")
     ],
@@ -151,15 +152,9 @@ WARNED = {
         "permissionMode 'yolo' is not one of default, acceptEdits, plan, bypassPermissions, dontAsk"
     ],
     "ops/cloud-architect.md": ["model 'gpt-4o' is not one teamrt knows"],
-    "ops/incident-responder.md": ["field 'hooks' is not used", "field 'mcpServers' is not used"],
+    "ops/incident-responder.md": ["field 'hooks' is not used"],
     "ops/infra/kubernetes-architect.md": ["no such tool 'kubectl'", "no such tool 'helm'"],
-    "product/feedback-synthesizer.md": ["'WebFetch' is not available"],
-    "product/trend-researcher.md": ["'WebSearch' is not available", "'WebFetch' is not available"],
-    "quality/accessibility-tester.md": [
-        "no such tool 'axe'",
-        "no such tool 'lighthouse'",
-        "'WebFetch' is not",
-    ],
+    "quality/accessibility-tester.md": ["no such tool 'axe'", "no such tool 'lighthouse'"],
 }
 
 LENIENT = (

@@ -48,7 +48,7 @@ from teamrt.tools.team import team_tools
 FULL = """---
 name: code-reviewer
 description: Reviews code for quality.
-tools: Read, Grep, Glob, Bash, WebFetch
+tools: Read, Grep, Glob, Bash, WebFetch, NotebookEdit
 disallowedTools: Write, Edit
 model: sonnet
 permissionMode: plan
@@ -106,7 +106,7 @@ def test_every_field_is_read() -> None:
         name="code-reviewer",
         description="Reviews code for quality.",
         prompt="You review code.\n\nBe specific.",
-        tools=("Read", "Grep", "Glob", "Bash"),
+        tools=("Read", "Grep", "Glob", "Bash", "WebFetch"),
         disallowed_tools=("Write", "Edit"),
         model="sonnet",
         permission_mode="plan",
@@ -114,7 +114,7 @@ def test_every_field_is_read() -> None:
         source="x.md",
         scope="project",
     )
-    assert problems(definition) == ["tools: 'WebFetch' is not available in teamrt yet; left out"]
+    assert problems(definition) == ["tools: 'NotebookEdit' is not available in teamrt yet; left out"]
 
 
 def test_optional_fields_default_to_inherit_and_all_tools() -> None:
@@ -149,12 +149,13 @@ def test_empty_tools_mean_none_and_repeats_collapse() -> None:
 
 
 def test_tools_teamrt_lacks_are_warned_about_never_dropped_silently() -> None:
-    text = agent_file("a", tools="Read, WebSearch, mcp__github__create_issue, Frobnicate, Bash(git diff:*)")
+    text = agent_file(
+        "a", tools="Read, NotebookEdit, mcp__github__create_issue, Frobnicate, Bash(git diff:*)"
+    )
     definition = parse(text)
-    assert definition.tools == ("Read",)
+    assert definition.tools == ("Read", "mcp__github__create_issue")
     assert problems(definition) == [
-        "tools: 'WebSearch' is not available in teamrt yet; left out",
-        "tools: 'mcp__github__create_issue' is not available in teamrt yet; left out",
+        "tools: 'NotebookEdit' is not available in teamrt yet; left out",
         "tools: no such tool 'Frobnicate'; left out",
         "tools: 'Bash(git diff:*)': a tool with a rule in parentheses is not supported in a definition;"
         " left out (put the rule in the team file's [permissions])",
@@ -162,16 +163,16 @@ def test_tools_teamrt_lacks_are_warned_about_never_dropped_silently() -> None:
 
 
 def test_a_definition_left_with_no_tool_says_so() -> None:
-    definition = parse(agent_file("a", tools="WebFetch, WebSearch"))
+    definition = parse(agent_file("a", tools="NotebookEdit, Skill"))
     assert definition.tools == ()
     assert problems(definition)[-1] == "none of the tools it names is available: it has only the team tools"
 
 
 def test_disallowed_tools_teamrt_lacks_are_warned_about() -> None:
-    definition = parse(agent_file("a", disallowedTools="WebFetch, Nope, Write"))
+    definition = parse(agent_file("a", disallowedTools="NotebookEdit, Nope, Write"))
     assert definition.disallowed_tools == ("Write",)
     assert problems(definition) == [
-        "disallowedTools: 'WebFetch' is not available in teamrt yet; left out",
+        "disallowedTools: 'NotebookEdit' is not available in teamrt yet; left out",
         "disallowedTools: no such tool 'Nope'; left out",
     ]
 
@@ -699,7 +700,7 @@ def test_a_team_file_role_whose_agent_did_not_load_says_so(tmp_path: Path) -> No
 REVIEWER = """---
 name: Code.Reviewer
 description: Use this agent when: a change needs review. It reads and greps.
-tools: Read, Grep, WebFetch
+tools: Read, Grep, NotebookEdit
 model: opus
 ---
 You review changes.
@@ -797,7 +798,7 @@ def test_teamrt_agents_lists_agents_then_warnings_and_skipped_files(tmp_path: Pa
     ]
     text = result.stdout
     assert "\nreplaced by a later definition:\n  researcher (built-in): built-in\n" in text
-    assert f"\nwarnings:\n  {agents / 'review/reviewer.md'}: tools: 'WebFetch' is not available" in text
+    assert f"\nwarnings:\n  {agents / 'review/reviewer.md'}: tools: 'NotebookEdit' is not available" in text
     assert f"\nskipped, did not load:\n  {agents / 'README.md'}: no front matter" in text
 
 
@@ -824,7 +825,7 @@ def test_teamrt_agents_json(tmp_path: Path) -> None:
         "path": str(tmp_path / ".claude/agents/reviewer.md"),
         "description": "Use this agent when: a change needs review. It reads and greps.", "model": "opus",
         "tools": ["Read", "Grep"], "disallowed_tools": [], "permission_mode": None, "max_turns": None,
-        "warnings": [f"{tmp_path / '.claude/agents/reviewer.md'}: tools: 'WebFetch' is not available in"
+        "warnings": [f"{tmp_path / '.claude/agents/reviewer.md'}: tools: 'NotebookEdit' is not available in"
                      " teamrt yet; left out"],
     }  # fmt: skip
     assert data["skipped"] == [f"{tmp_path / '.claude/agents/bad.md'}: front matter not closed: no '---' line"

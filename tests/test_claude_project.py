@@ -132,7 +132,7 @@ def test_a_claude_code_project_runs_as_is_on_sim(tmp_path: Path, monkeypatch: py
         assert summary.outcome.status == "done", summary
         said = "\n".join(notices)
         assert "broken.md" in said and "front matter" in said  # the broken agent file is named
-        assert "WebFetch" in said  # docs.writer's tool teamrt lacks is a warning, not a silent drop
+        assert "NotebookEdit" in said  # docs.writer's tool teamrt lacks is a warning, not a silent drop
 
         lead_requests = requests_of(sim, "lead")
         first, last = lead_requests[0], lead_requests[-1]

@@ -127,7 +127,7 @@ def test_rules_for_tools_teamrt_lacks_load(project: Path, user: Path) -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("sandbox", {"enabled": True}), ("apiKeyHelper", "/bin/get-key"), ("enableAllProjectMcpServers", True)],
+    [("sandbox", {"enabled": True}), ("apiKeyHelper", "/bin/get-key")],
 )
 def test_settings_a_person_may_count_on_get_a_warning(
     project: Path, user: Path, key: str, value: Any

@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 from gitrepo import git
 
+from teamrt.agents import scan_definitions
+from teamrt.demos import webpages
+from teamrt.demos.teams import reading_from
 from teamrt.examples import coding_repo, team_file
-from teamrt.runtime.teamrun import Choices, RunSummary, run_team_file
+from teamrt.runtime.teamrun import Choices, RunSummary, run_team, run_team_file, team_from_file
 from teamrt.store import StoreReader, open_reader
 
 SURVEYED_TREE = {
@@ -41,6 +44,19 @@ def run_example(team: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> tu
     return summary, open_reader(run_dir, summary.run_id)
 
 
+def run_research_with_the_web(project: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RunSummary, str]:
+    """The research example as ``teamrt demo`` runs it: its pages served on loopback, the sim's search
+    finding them, the team allowed to fetch from that host; and the host."""
+    monkeypatch.setenv("TEAMRT_HOME", str(project.parent / "home"))
+    scan = scan_definitions(project)
+    team, task = team_from_file(
+        team_file("research"), prompt=None, project=project, choices=Choices(model="sim"), scan=scan
+    )
+    with webpages.serving() as host:
+        work = run_team(reading_from(team, host), task, project=project, definitions=scan.definitions)
+        return asyncio.run(work), host
+
+
 def unittest_in(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "unittest"], cwd=path, capture_output=True, text=True, timeout=120,
@@ -61,9 +77,18 @@ def test_research_team_surveys_every_part_of_the_tree(
     for name, text in SURVEYED_TREE.items():
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
         (tree / name).write_text(text)
-    summary, reader = run_example("research", tree, monkeypatch)
+    summary, host = run_research_with_the_web(tree, monkeypatch)
+    reader = open_reader(tmp_path / "home" / "runs" / summary.run_id, summary.run_id)
     assert summary.outcome.status == "done", summary.outcome
     report = (tree / "REPORT.md").read_text()
+    assert (
+        f"http://{host}/module-size.html advises: a file over 400 lines usually does more than one job"
+        in (report)
+    ), "the lead searched, fetched the page found first over HTTP, and quoted it"
+    searched = [
+        b for t in reader.turns("lead") for b in t.content if b.get("type") == "web_search_tool_result"
+    ]
+    assert searched and all(r["url"].startswith(f"http://{host}/") for r in searched[0]["content"])
     for part in ("engine/", "storage/", "web/", "cli.py", "README.md"):
         assert f"### {part}" in report, f"{part} is not in the report"
     assert "Purpose: The engine: turns requests into answers." in report, "a fork read the part's docstring"
@@ -76,7 +101,7 @@ def test_research_team_surveys_every_part_of_the_tree(
     assert any(m.sender == reviewer and "CHALLENGES" in m.message["body"] for m in reader.mail("lead"))
     streams = tmp_path / "home" / "runs" / summary.run_id / "stream"
     said = (streams / "lead").read_text().splitlines()
-    assert said[0] == "First, the parts of this tree." and said[-1].startswith("Wrote REPORT.md"), said
+    assert said[0].startswith("First, what reviewers advise") and said[-1].startswith("Wrote REPORT.md"), said
     assert (streams / forks[0].name).read_text().startswith("Counting lines and definitions in ")
     assert any(m.sender == "lead" and "ANSWERS" in m.message["body"] for m in reader.mail(reviewer))
 
@@ -93,6 +118,10 @@ def test_research_team_on_a_different_tree_reports_that_tree(
     assert summary.outcome.status == "done"
     assert "### docs/" in report and "### main.go" in report and "engine/" not in report
     assert "2 parts" in report
+    guidance = report.split("## Guidance from the web\n\n")[1].splitlines()[0]
+    assert guidance.startswith("I could not read https://") and "permission denied" in guidance, (
+        "without the demo's pages the sim's own search finds pages no rule lets it fetch: asked, denied"
+    )
 
 
 def test_coding_team_fixes_the_failing_tests_on_a_green_integration_branch(
@@ -164,6 +193,8 @@ def test_teamrt_demo_runs_both_teams_offline_and_ends_with_tables(tmp_path: Path
     report = next((tmp_path / "home" / "demo").glob("*/research/REPORT.md"))
     for part in ("cli.py", "mailbox/", "runtime/", "worktree/"):
         assert f"### {part}" in report.read_text(), "teamrt's own tree, every part"
+    assert "the web it searches and reads: pages served at http://127.0.0.1:" in out
+    assert "/module-size.html advises: a file over 400 lines usually does more" in report.read_text()
 
 
 def test_both_examples_complete_with_model_faults_at_ten_percent(

@@ -92,7 +92,7 @@ def test_a_shell_swapping_a_directory_for_a_symlink_never_leads_a_file_tool_outs
 
         async def call(tool: str, input: dict[str, Any]) -> None:
             try:
-                shown.append((await TOOLS[tool].run(input, ctx)).content)
+                shown.append((await TOOLS[tool].run(input, ctx)).text)
                 outcomes["done"] += 1
             except ToolError as e:
                 outcomes["outside" if "outside the workspace" in str(e) else "other error"] += 1
@@ -103,7 +103,7 @@ def test_a_shell_swapping_a_directory_for_a_symlink_never_leads_a_file_tool_outs
         (workspace / "stop").touch()
         done = await shell
         assert not done.is_error, done.content
-        return outcomes, shown, done.content
+        return outcomes, shown, done.text
 
     outcomes, shown, swaps = asyncio.run(race())
     assert snapshot(outside) == before

@@ -135,7 +135,7 @@ def test_mode_reasons_name_the_mode(tmp_path: Path) -> None:
 
 
 def test_a_read_only_tool_is_allowed_by_the_callers_flag_not_its_name(tmp_path: Path) -> None:
-    assert decide(Permissions(), "mcp__docs__search", {}, tmp_path, read_only=True).verdict is ALLOW
+    assert decide(Permissions(), "send_message", {}, tmp_path, read_only=True).verdict is ALLOW
     assert decide(Permissions("plan"), "read", {"file_path": "a"}, tmp_path, read_only=False).verdict is DENY
 
 
@@ -751,7 +751,7 @@ def test_rules_cover_claude_codes_tool_names_in_any_case(
     assert decide(perms, tool, input, tmp_path, read_only=False).verdict is verdict
 
 
-@pytest.mark.parametrize("rule", ["WebFetch(domain:example.com)", "WebSearch(x)", "mcp__github__issue(x)"])
+@pytest.mark.parametrize("rule", ["WebSearch(x)", "NotebookEdit(x)", "mcp__github__issue(x)"])
 def test_specifiers_teamrt_cannot_check_deny_every_use_and_allow_none(tmp_path: Path, rule: str) -> None:
     tool = rule.split("(")[0]
     denied = decide(Permissions("bypassPermissions", deny=[rule]), tool, {"url": "https://x"}, tmp_path)
@@ -759,6 +759,120 @@ def test_specifiers_teamrt_cannot_check_deny_every_use_and_allow_none(tmp_path: 
     asked = decide(Permissions("bypassPermissions", ask=[rule]), tool, {}, tmp_path)
     assert asked.verdict is ASK
     assert decide(Permissions(allow=[rule]), tool, {"url": "https://example.com"}, tmp_path).verdict is ASK
+
+
+# --- WebFetch's domains, and tools that reach off the machine -------------------------
+
+
+def fetch(perms: Permissions, url: object, workspace: Path) -> Decision:
+    return perms.decide("WebFetch", {"url": url, "prompt": "p"}, read_only=True, workspace=workspace)
+
+
+@pytest.mark.parametrize(
+    ("url", "verdict"),
+    [
+        ("https://docs.python.org/3/library/", ALLOW),
+        ("http://DOCS.Python.org./x", ALLOW),  # as WebFetch reads it: lower case, no trailing dot
+        ("https://python.org/", ASK),
+        ("https://docs.python.org.evil.com/", ASK),
+        ("https://api.example.com/v1", ALLOW),
+        ("https://a.b.example.com/", ALLOW),
+        ("https://example.com/", ASK),  # *.example.com is its subdomains, not example.com itself
+        ("https://badexample.com/", ASK),
+        ("https://secret.example.com/", DENY),
+        ("https://SECRET.example.com:8443/", DENY),
+        ("https://user@secret.example.com/", DENY),  # a url WebFetch refuses still meets the deny rule
+        ("https://wiki.internal.test/", ASK),
+        ("https://xn--bcher-kva.de/", ALLOW),
+    ],
+)
+def test_webfetch_rules_match_the_host_fetched(tmp_path: Path, url: str, verdict: Verdict) -> None:
+    perms = Permissions(
+        allow=[
+            "WebFetch(domain:docs.python.org)",
+            "WebFetch(domain:*.example.com)",
+            "WebFetch(domain:Bücher.de)",
+        ],
+        deny=["WebFetch(domain:secret.example.com)"],
+        ask=["WebFetch(domain:*.internal.test)"],
+    )
+    assert fetch(perms, url, tmp_path).verdict is verdict
+
+
+def test_a_webfetch_rule_whose_host_is_not_a_name_says_so() -> None:
+    with pytest.raises(RuleError, match=r"'☃\.com' is not a host name"):
+        Rule.parse("WebFetch(domain:☃.com)")
+
+
+def test_webfetch_rules_name_the_rule_that_decided(tmp_path: Path) -> None:
+    perms = Permissions(
+        "bypassPermissions", deny=["WebFetch(domain:evil.test)"], ask=["WebFetch(domain:*.ask.test)"]
+    )
+    assert fetch(perms, "https://evil.test/x", tmp_path) == Decision(
+        DENY, 'denied by rule "WebFetch(domain:evil.test)"'
+    )
+    assert fetch(perms, "https://a.ask.test/", tmp_path).reason == (
+        'approval required by rule "WebFetch(domain:*.ask.test)"'
+    )
+    assert fetch(perms, "https://fine.test/", tmp_path).verdict is ALLOW
+
+
+@pytest.mark.parametrize("url", ["not a url", "", 5, None, "ftp://evil.test/", "https://[::1/"])
+def test_a_url_webfetch_cannot_read_meets_every_deny_and_ask_rule_and_no_allow_rule(
+    tmp_path: Path, url: object
+) -> None:
+    denied = fetch(Permissions("bypassPermissions", deny=["WebFetch(domain:evil.test)"]), url, tmp_path)
+    assert denied.verdict is DENY and "not one WebFetch can read" in denied.reason
+    assert fetch(Permissions(allow=["WebFetch(domain:evil.test)"]), url, tmp_path).verdict is ASK
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "WebFetch(example.com)",
+        "WebFetch(domain:)",
+        "WebFetch(url:https://example.com)",
+        "WebFetch(domain:example.com/path)",
+        "WebFetch(domain:example.com:443)",
+        "WebFetch(domain:*)",
+        "WebFetch(domain:*example.com)",
+        "WebFetch(domain:a.*.example.com)",
+        "WebFetch(domain:user@example.com)",
+        "WebFetch(domain:two words)",
+    ],
+)
+def test_a_webfetch_rule_that_names_no_host_says_how_to_write_one(text: str) -> None:
+    with pytest.raises(RuleError, match=r"names a host: WebFetch\(domain:example.com\)"):
+        Permissions(allow=[text])
+
+
+@pytest.mark.parametrize(
+    ("mode", "verdict"),
+    [
+        ("default", ASK),
+        ("acceptEdits", ASK),
+        ("auto", ASK),
+        ("plan", ASK),
+        ("dontAsk", DENY),
+        ("bypassPermissions", ALLOW),
+    ],
+)
+@pytest.mark.parametrize("tool", ["WebFetch", "mcp__docs__search"])
+def test_tools_that_reach_off_the_machine_are_not_allowed_for_being_read_only(
+    tmp_path: Path, mode: str, verdict: Verdict, tool: str
+) -> None:
+    decision = decide(Permissions(mode), tool, {"url": "https://example.com/"}, tmp_path, read_only=True)
+    assert decision.verdict is verdict
+    if verdict is ASK:
+        assert decision.reason == f"{tool} reaches off the machine: it needs approval in {mode} mode"
+    allowed = Permissions(mode, allow=["WebFetch", "mcp__docs"])
+    assert decide(allowed, tool, {"url": "https://example.com/"}, tmp_path, read_only=True).verdict is ALLOW
+
+
+def test_websearch_is_read_only_and_only_a_deny_rule_keeps_it_away(tmp_path: Path) -> None:
+    for mode in ("default", "plan", "dontAsk"):
+        assert decide(Permissions(mode), "WebSearch", {}, tmp_path, read_only=True).verdict is ALLOW
+    assert decide(Permissions(deny=["WebSearch"]), "WebSearch", {}, tmp_path, read_only=True).verdict is DENY
 
 
 @pytest.mark.parametrize("text", ["TodoWrite(x)", "spawn_agent(explorer)", "Made_Up(x)"])

@@ -47,7 +47,7 @@ def test_a_broken_agent_file_is_one_warning_and_the_run_goes_on(tmp_path: Path) 
     agents.mkdir(parents=True)
     (agents / "bad.md").write_text("---\nname: [unclosed\n---\nprompt\n")
     (agents / "helper.md").write_text(
-        "---\nname: Helper.One\ndescription: Use it when: x\ntools: WebFetch\n---\nGo."
+        "---\nname: Helper.One\ndescription: Use it when: x\ntools: NotebookEdit\n---\nGo."
     )
     result = teamrt("run", "--prompt", "x", "--model", "sim", "--quiet", project=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -56,7 +56,7 @@ def test_a_broken_agent_file_is_one_warning_and_the_run_goes_on(tmp_path: Path) 
         f"teamrt: warning: {agents / 'bad.md'}: line 2: YAML error: expected ',' or ']'"
     )
     helper = f"teamrt: warning: {agents / 'helper.md'}: "
-    assert lines[1] == helper + "tools: 'WebFetch' is not available in teamrt yet; left out"
+    assert lines[1] == helper + "tools: 'NotebookEdit' is not available in teamrt yet; left out"
     assert lines[2] == helper + "none of the tools it names is available: it has only the team tools"
     [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
     assert "helper-one" in open_reader(run_dir, run_dir.name).run().settings["team"]["roles"]

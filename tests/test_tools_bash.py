@@ -101,7 +101,7 @@ def test_every_run_inside_the_workspace_is_hidden_and_read_only(ctx: ToolContext
     result = bash(ctx, "cat .teamrt/runs/r0/run.db .teamrt/runs/r1/run.db")
     assert result.is_error
     assert "store" not in result.content
-    assert result.content.count("No such file or directory") == 2
+    assert result.text.count("No such file or directory") == 2
     for target in (".teamrt/runs/r1/new.db", ".teamrt/runs/r0", ".teamrt/new.db"):
         result = bash(ctx, f"mkdir -p {target}")
         assert result.is_error
@@ -299,7 +299,7 @@ def test_homes_are_hidden_but_what_the_run_names_in_read(
     result = bash(ctx, "cat ~/.ssh/id_rsa")
     assert result.is_error and "private key" not in result.content
     assert "No such file or directory" in result.content
-    listed = bash(ctx, "ls -A ~ /root /home").content.split()
+    listed = bash(ctx, "ls -A ~ /root /home").text.split()
     assert {f"{home}:", "/home:", "/root:"} <= set(listed)
     assert set(listed) - {f"{home}:", "/home:", "/root:"} <= shown_in_homes(), "only toolchains show"
     assert bash(ctx, "cat ~/.pyenv/version").content == "3.11\n", "a toolchain is shown by default"
@@ -341,7 +341,7 @@ def test_protected_paths_in_the_workspace_are_read_only_and_writable_dirs_inside
         ctx, protected=(ws / ".git", ws / ".claude"), writable=(ws / ".git" / "worktrees" / "a",)
     )
     result = bash(context, "echo x >> .git/config; touch .git/worktrees/a/HEAD && echo wrote")
-    assert result.content.endswith("Read-only file system\nwrote\n"), result.content
+    assert result.text.endswith("Read-only file system\nwrote\n"), result.text
     assert (ws / ".git" / "config").read_text() == "[core]\n"
     assert (ws / ".git" / "worktrees" / "a" / "HEAD").exists()
 
@@ -360,8 +360,8 @@ def test_a_command_with_too_many_processes_is_killed_with_all_it_started(
     result = bash(
         context, "echo begun; for i in $(seq 200); do sleep 1003 & done; wait", sandbox, timeout=120_000
     )
-    assert result.is_error and result.content.startswith("begun\n")
-    assert result.content.endswith("\n[killed: more than 20 processes]")  # the kernel may refuse forks first
+    assert result.is_error and result.text.startswith("begun\n")
+    assert result.text.endswith("\n[killed: more than 20 processes]")  # the kernel may refuse forks first
     assert group_members(pgids[0]) == []
     assert survivors(processes(["sleep", "1003"])) == []
     few = bash(context, "for i in $(seq 5); do sleep 0.2 & done; wait; echo fine", sandbox, timeout=120_000)
@@ -394,7 +394,7 @@ def test_the_environment_is_an_allowlist_and_what_the_team_file_names(
     monkeypatch.setenv("LC_TIME", "C")
     monkeypatch.setenv("TZ", "UTC")
     context = replace(ctx, env={"GIT_DIR_TEST": "from-context"})
-    names = {line.partition("=")[0] for line in bash(context, "env").content.splitlines()}
+    names = {line.partition("=")[0] for line in bash(context, "env").text.splitlines()}
     assert names - {"PWD", "SHLVL", "_", "OLDPWD"} <= {
         "PATH", "HOME", "LANG", "TERM", "TZ", "USER", "LOGNAME", "LC_TIME", "GIT_DIR_TEST",
         "PYTHONDONTWRITEBYTECODE",
@@ -418,7 +418,7 @@ def test_a_failing_command_is_an_error_with_its_exit_code(ctx: ToolContext) -> N
 
 def test_long_output_keeps_its_head_and_tail_and_says_how_much_was_cut(ctx: ToolContext) -> None:
     full = "".join(f"{i}\n" for i in range(1, 100_001))
-    content = bash(ctx, "seq 1 100000").content
+    content = bash(ctx, "seq 1 100000").text
     assert len(content) <= 30_000
     head, note, tail = re.split(r"\n(\[\.\.\. [\d,]+ characters cut from the middle \.\.\.\])\n", content)
     assert full.startswith(head)
@@ -446,5 +446,5 @@ def test_where_a_cgroup_can_be_made_the_kernel_refuses_the_fork_past_the_limit(c
     limited = replace(ctx, policy=SandboxPolicy(max_processes=8))
     result = bash(limited, "for i in $(seq 50); do sleep 30 & done; wait")
     assert result.is_error and "Resource temporarily unavailable" in result.content
-    assert result.content.endswith("[killed: more than 8 processes]")
+    assert result.text.endswith("[killed: more than 8 processes]")
     assert not [p for p in (pidlimit.PIDS / "teamrt").iterdir() if p.name.startswith(f"{os.getpid()}-")]

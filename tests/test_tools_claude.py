@@ -289,7 +289,7 @@ def test_ls_stops_at_its_entry_limit_and_at_deep_trees(ctx: ToolContext, ws: Pat
     (ws / "many").mkdir()
     for i in range(LS_ENTRIES + 50):
         (ws / "many" / f"f{i:05}").write_text("")
-    lines = run(ctx, "LS").content.splitlines()
+    lines = run(ctx, "LS").text.splitlines()
     assert len(lines) == LS_ENTRIES + 2 and lines[-1].startswith(f"(stopped after {LS_ENTRIES} entries")
     deep = ws / "deep"
     for _ in range(150):
@@ -348,7 +348,7 @@ def test_a_pathological_ignore_pattern_does_not_hang_the_listing(ctx: ToolContex
     listing = run(ctx, "LS", ignore=["*a" * 30 + "b"] * 100)
     # A ceiling that bounds a backtracking match (which takes hours), far above the idle time (about 0.1 s).
     assert time.monotonic() - start < 60
-    assert listing.content.count("a" * 60) == 200, "nothing matched the pattern: every file is listed"
+    assert listing.text.count("a" * 60) == 200, "nothing matched the pattern: every file is listed"
 
 
 # -- TodoWrite --------------------------------------------------------------------------------
@@ -450,9 +450,7 @@ def test_every_older_or_other_name_maps_to_the_tool_the_model_sees() -> None:
              ("bash", "Bash"), ("Agent", "Task"), ("multiedit", "MultiEdit"), ("ls", "LS")]  # fmt: skip
     for old, new in pairs:
         assert canonical(old) == new
-    assert (
-        canonical("spawn_agent") is None and canonical("WebFetch") is None and canonical("mcp__x__y") is None
-    )
+    assert canonical("spawn_agent") is None and canonical("Skill") is None and canonical("mcp__x__y") is None
     assert legacy_input("bash", {"command": "x", "timeout": 5}) == {"command": "x", "timeout": 5000}
     assert legacy_input("Bash", {"command": "x", "timeout": 5}) == {"command": "x", "timeout": 5}
     assert legacy_input("bash", {"command": "x", "timeout": True}) == {"command": "x", "timeout": True}
@@ -524,7 +522,7 @@ def test_the_lead_sees_claude_codes_tools_and_a_todo_list_is_kept_as_an_event(pr
     try:
         assert outcome.status == "done"
         names = [t["name"] for t in model.requests[0].tools]
-        assert names[:10] == [
+        assert names[:12] == [
             "Read",
             "Write",
             "Edit",
@@ -533,6 +531,8 @@ def test_the_lead_sees_claude_codes_tools_and_a_todo_list_is_kept_as_an_event(pr
             "Grep",
             "LS",
             "Bash",
+            "WebFetch",
+            "web_search",  # WebSearch, the API's tool: the model sees it by the API's name
             "TodoWrite",
             "Task",
         ]

@@ -265,7 +265,7 @@ def test_a_deny_rule_for_reading_refuses_read_and_hides_files_from_glob_and_grep
         == f"app.py:1:token = load()\n{hidden}"
     )
     assert run(ctx, "Glob", pattern="*.txt").content == "no files match *.txt in ."  # symlinks are not listed
-    assert run(ctx, "Glob", pattern="**/*.txt").content.endswith(
+    assert run(ctx, "Glob", pattern="**/*.txt").text.endswith(
         "(2 matching files are hidden by the agent's deny rules)"  # not alias.txt: symlinks are not listed
     )
     assert (
@@ -340,7 +340,7 @@ def test_names_that_are_not_utf8_are_shown_replaced(ctx: ToolContext, ws: Path) 
     os.close(os.open(os.fsencode(ws) + b"/bad\xff.txt", os.O_CREAT | os.O_WRONLY))
     with open(os.fsencode(ws) + b"/bad\xfe.md", "wb") as f:
         f.write(b"needle\n")
-    assert run(ctx, "Glob", pattern="bad*").content.splitlines() == ["bad\ufffd.md", "bad\ufffd.txt"]
+    assert run(ctx, "Glob", pattern="bad*").text.splitlines() == ["bad\ufffd.md", "bad\ufffd.txt"]
     assert run(ctx, "Grep", pattern="needle", output_mode="content").content == "bad\ufffd.md:1:needle"
 
 
@@ -351,7 +351,7 @@ def test_read_numbers_lines_pages_and_cuts_long_lines(ctx: ToolContext, ws: Path
     lines = [f"line {i}" for i in range(1, 2101)]
     lines[2] = "x" * 2500
     (ws / "f.txt").write_text("\n".join(lines) + "\n")
-    first = run(ctx, "Read", file_path="f.txt").content.splitlines()
+    first = run(ctx, "Read", file_path="f.txt").text.splitlines()
     assert first[0] == "     1\tline 1"
     assert first[2] == "     3\t" + "x" * 2000 + " [... line cut at 2000 characters]"
     assert first[1999] == "  2000\tline 2000"
@@ -425,7 +425,7 @@ def test_glob_lists_matches_newest_first(ctx: ToolContext, ws: Path) -> None:
 def test_glob_caps_its_results_and_says_so(ctx: ToolContext, ws: Path) -> None:
     for i in range(GLOB_RESULTS + 5):
         (ws / f"f{i:03}.txt").write_text("")
-    lines = run(ctx, "Glob", pattern="*.txt").content.splitlines()
+    lines = run(ctx, "Glob", pattern="*.txt").text.splitlines()
     assert len(lines) == GLOB_RESULTS + 1
     assert (
         lines[-1]
@@ -460,12 +460,12 @@ def test_grep_modes_case_and_file_filter(ctx: ToolContext, ws: Path) -> None:
 
 def test_grep_caps_lines_and_files_and_skips_big_files(ctx: ToolContext, ws: Path) -> None:
     (ws / "many.txt").write_text("hit\n" * (GREP_LINES + 10))
-    lines = run(ctx, "Grep", pattern="hit", output_mode="content").content.splitlines()
+    lines = run(ctx, "Grep", pattern="hit", output_mode="content").text.splitlines()
     assert len(lines) == GREP_LINES + 1
     assert lines[-1].startswith(f"(only the first {GREP_LINES} lines are shown")
     for i in range(GREP_FILES + 1):
         (ws / f"f{i:03}.txt").write_text("hit\n")
-    lines = run(ctx, "Grep", pattern="hit").content.splitlines()
+    lines = run(ctx, "Grep", pattern="hit").text.splitlines()
     assert len(lines) == GREP_FILES + 1
     assert lines[-1].startswith(f"(only the first {GREP_FILES} files are shown")
     (ws / "huge.log").write_bytes(b"needle\n" + b"." * GREP_FILE_BYTES)
@@ -673,15 +673,18 @@ def _children_named(*names: str) -> list[str]:
 
 
 def test_builtin_tools_have_the_model_facing_names_and_flags() -> None:
-    assert list(TOOLS) == ["Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "LS", "Bash"]
-    assert {name for name, tool in TOOLS.items() if tool.read_only} == {"Read", "Glob", "Grep", "LS"}
+    assert list(TOOLS) == [
+        "Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "LS", "Bash", "WebFetch", "WebSearch"
+    ]  # fmt: skip
+    read_only = {name for name, tool in TOOLS.items() if tool.read_only}
+    assert read_only == {"Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch"}
     for tool in TOOLS.values():
         assert tool.input_schema["type"] == "object"
         assert set(tool.input_schema["required"]) <= set(tool.input_schema["properties"])
 
 
 def test_importing_the_tools_does_not_import_the_sdk() -> None:
-    code = "import sys, teamrt.tools; sys.exit('anthropic' in sys.modules)"
+    code = "import sys, teamrt.tools.registry; sys.exit(any(m in sys.modules for m in ('anthropic', 'mcp')))"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -30,7 +30,7 @@ TOOLS: dict[str, Tool] = {"Grep": Grep(), "Glob": Glob()}
 def run(ctx: ToolContext, tool: str, **input: Any) -> str:
     result = asyncio.run(TOOLS[tool].run(input, ctx))
     assert not result.is_error
-    return result.content
+    return result.text
 
 
 def refused(ctx: ToolContext, tool: str, **input: Any) -> str:

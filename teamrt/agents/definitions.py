@@ -46,11 +46,13 @@ TEAM_TOOLS = (
 BUILTIN, USER, PROJECT, TEAMRT = "built-in", "user", "project", "teamrt"
 """The scopes a definition comes from, the lowest precedence first."""
 
-FIELDS = frozenset({"name", "description", "tools", "disallowedTools", "model", "permissionMode", "maxTurns"})
+FIELDS = frozenset({
+    "name", "description", "tools", "disallowedTools", "model", "permissionMode", "maxTurns", "mcpServers",
+})  # fmt: skip
 """The front matter fields teamrt uses."""
 SILENT_FIELDS = frozenset({"color"})
 """Claude Code's fields that only change how Claude Code shows an agent: ignored without a word."""
-UNUSED_FIELDS = ("hooks", "mcpServers", "skills", "memory", "background", "isolation", "effort",
+UNUSED_FIELDS = ("hooks", "skills", "memory", "background", "isolation", "effort",
                  "initialPrompt")  # fmt: skip
 """Claude Code's fields teamrt does not use (yet): ignored with a warning."""
 
@@ -64,6 +66,8 @@ MAX_ENTRIES = 20_000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _TOOL_PATTERN = re.compile(r"(\w+)\s*\((.*)\)\s*", re.DOTALL)
+_MCP_TOOL = re.compile(r"mcp__[A-Za-z0-9_-]+(__\*)?")
+"""Every tool of an MCP server (``mcp__github``, ``mcp__github__*``), or one (``mcp__github__get_issue``)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class AgentDefinition:
     (``.teamrt/agents``)."""
     warnings: tuple[str, ...] = ()
     """What was left out of the file, each ``<source>: <what>`` on one line."""
+    mcp_servers: tuple[str | dict[str, Any], ...] = ()
+    """``mcpServers`` as written: names of configured MCP servers, or inline ``{name: entry}`` objects
+    (``teamrt.mcp.config`` checks them)."""
 
 
 def kept_definition(data: Mapping[str, Any]) -> AgentDefinition:
@@ -108,6 +115,7 @@ def kept_definition(data: Mapping[str, Any]) -> AgentDefinition:
         max_turns=data.get("max_turns"),
         source=str(data.get("source", "")),
         scope=str(data.get("scope", PROJECT)),
+        mcp_servers=tuple(data.get("mcp_servers") or ()),
     )
 
 
@@ -158,6 +166,7 @@ def parse_definition(text: str, source: str, *, scope: str = PROJECT) -> AgentDe
             max_turns=_max_turns(fields.get("maxTurns")),
             source=source,
             scope=scope,
+            mcp_servers=_mcp_servers(fields.get("mcpServers")),
         )
     except (FrontMatterError, _Problem) as exc:
         raise DefinitionError(source, str(exc)) from None
@@ -357,7 +366,7 @@ def _tools(value: object, key: str, warnings: list[str]) -> tuple[str, ...] | No
             return None
         if not item:
             continue
-        known = canonical(item) or (item if item in TEAM_TOOLS else None)
+        known = canonical(item) or (item if item in TEAM_TOOLS or _MCP_TOOL.fullmatch(item) else None)
         if known is not None:
             names.append(known)
         else:
@@ -373,9 +382,24 @@ def _why_not(tool: str) -> str:
             f"{_show(tool)}: a tool with a rule in parentheses is not supported in a definition; left out"
             " (put the rule in the team file's [permissions])"
         )
-    if tool.startswith("mcp__") or tool.lower() in {name.lower() for name in LATER}:
+    if tool.lower() in {name.lower() for name in LATER}:
         return f"{_show(tool)} is not available in teamrt yet; left out"
     return f"no such tool {_show(tool)}; left out"
+
+
+def _mcp_servers(value: object) -> tuple[str | dict[str, Any], ...]:
+    """A list of server names and inline ``{name: entry}`` objects, as Claude Code takes it; one object
+    of servers by name (as many public agent files write it) is taken as that list of one."""
+    if value is None:
+        return ()
+    if isinstance(value, dict):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(item, str | dict) for item in value):
+        raise _Problem(
+            f"field 'mcpServers' must be a list of server names and {{name: entry}} objects, not"
+            f" {_show(value)}"
+        )
+    return tuple(value)
 
 
 def _model(value: object, warnings: list[str]) -> str | None:

@@ -53,10 +53,11 @@ UNUSED_KEYS = {
     "awsAuthRefresh": "it is not run",
     "awsCredentialExport": "it is not run",
     "otelHeadersHelper": "it is not run",
-    "enableAllProjectMcpServers": "teamrt does not start MCP servers yet",
-    "enabledMcpjsonServers": "teamrt does not start MCP servers yet",
 }
 """Claude Code settings teamrt leaves alone that a person may count on: each gets a warning."""
+MCP_ENABLING_KEYS = ("enableAllProjectMcpServers", "enabledMcpjsonServers")
+"""Keys that start a project's ``.mcp.json`` servers: only the person's own settings may set them
+(``teamrt.mcp.config.project_enablement``), never the repository's ``.claude/settings.json``."""
 UNUSED_PERMISSION_KEYS = {
     "additionalDirectories": "agents work only in their workspace",
     "disableBypassPermissionsMode": "only the team file and the agent files choose modes",
@@ -99,6 +100,13 @@ def load_claude_settings(project: Path) -> ClaudeSettings:
         shown = _shown(file.path, project)
         warnings += [f"{shown}: {key!r} is not used by teamrt ({why})" for key, why in UNUSED_KEYS.items()
                      if key in file.data]  # fmt: skip
+        if file.scope == "project":
+            warnings += [
+                f"{shown}: {key!r} ignored: a repository's settings cannot start its own MCP servers (set"
+                " it in your user settings, or run teamrt trust)"
+                for key in MCP_ENABLING_KEYS
+                if key in file.data
+            ]
         permissions = _permissions(file)
         for key, why in UNUSED_PERMISSION_KEYS.items():
             if key in permissions:

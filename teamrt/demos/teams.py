@@ -1,8 +1,9 @@
 """``teamrt demo``: the example teams (``examples/``) at work, offline on ``sim``, always.
 
 Each example runs in a scratch copy under ``<home>/demo/<stamp>/``: the research
-team surveys a copy of a source tree (teamrt's own by default) and writes
-REPORT.md there; the coding team fixes a copy of ``examples/coding-team/repo``
+team surveys a copy of a source tree (teamrt's own by default), reads what a
+page on the web advises (a few pages served on loopback, ``webpages``: the
+demo stays offline) and writes REPORT.md there; the coding team fixes a copy of ``examples/coding-team/repo``
 (a git repository made for the occasion), and its integration branch is then
 applied and tested. Progress lines come from the run's event log as it is
 written; each run ends with a table of its agents.
@@ -11,6 +12,7 @@ written; each run ends with a table of its agents.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -22,9 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import home, progress, runs
+from ..agents import scan_definitions
 from ..examples import coding_repo, copy_tree, team_file
-from ..runtime.teamrun import Choices, RunSummary, run_team_file
+from ..runtime.teamfile import TeamFile
+from ..runtime.teamrun import Choices, RunSummary, run_team, team_from_file
 from ..store import AgentRecord, StoreReader
+from . import webpages
 
 Out = Callable[[str], None]
 
@@ -72,7 +77,9 @@ def _on_path() -> str:
 def _research(source: Path, workspace: Path, out: Out) -> bool:
     copy_tree(source, workspace)
     out(f"\n== research team: surveying {source} (a copy, in {workspace})")
-    demo = _run("research", team_file("research"), workspace, out)
+    with webpages.serving() as host:
+        out(f"  the web it searches and reads: pages served at http://{host}/")
+        demo = _run("research", team_file("research"), workspace, out, web_host=host)
     report = workspace / "REPORT.md"
     _table(demo, out)
     if not report.is_file():
@@ -82,6 +89,14 @@ def _research(source: Path, workspace: Path, out: Out) -> bool:
     for line in report.read_text(encoding="utf-8").splitlines()[:8]:
         out(f"  {line}")
     return demo.summary.outcome.status == "done"
+
+
+def reading_from(team: TeamFile, host: str) -> TeamFile:
+    """``team`` allowed to fetch from ``host``: a loopback address, which WebFetch refuses unless the team
+    names it, and a domain no rule of the example allows."""
+    name = host.rpartition(":")[0]
+    web = dataclasses.replace(team.web, private_hosts=(*team.web.private_hosts, host))
+    return dataclasses.replace(team, web=web, allow=(*team.allow, f"WebFetch(domain:{name})"))
 
 
 def _coding(workspace: Path, out: Out) -> bool:
@@ -105,14 +120,19 @@ def _coding(workspace: Path, out: Out) -> bool:
     return demo.summary.outcome.status == "done" and after.endswith("OK")
 
 
-def _run(name: str, team_file: Path, workspace: Path, out: Out) -> DemoRun:
-    """Run the team in ``workspace`` on sim, printing its progress as the events are committed."""
+def _run(name: str, team_file: Path, workspace: Path, out: Out, *, web_host: str | None = None) -> DemoRun:
+    """Run the team in ``workspace`` on sim, printing its progress as the events are committed;
+    ``web_host``: the loopback host the demo's pages are served at, which WebFetch may then read."""
     run_id = home.new_run_id()
     run_dir = home.runs_path() / run_id
     started = time.monotonic()
-    work = run_team_file(
-        team_file, prompt=None, project=workspace, choices=Choices(model="sim"), run_id=run_id
+    scan = scan_definitions(workspace)
+    team, task = team_from_file(
+        team_file, prompt=None, project=workspace, choices=Choices(model="sim"), scan=scan
     )
+    if web_host is not None:
+        team = reading_from(team, web_host)
+    work = run_team(team, task, project=workspace, definitions=scan.definitions, run_id=run_id)
     with progress.watching(run_dir, run_id, lambda line: out(f"  {line}")):
         summary = asyncio.run(work)
     return DemoRun(name, run_id, run_dir, workspace, summary, time.monotonic() - started)

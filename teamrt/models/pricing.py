@@ -10,6 +10,9 @@ from .types import Usage
 
 DEFAULT_MIN_CACHE_TOKENS = 1024
 """The cache minimum assumed for a model known only from the settings file."""
+WEB_SEARCH_USD = 10 / 1000
+"""The price of one search by the API's web search tool ($10 per 1,000, on every model), on top of the
+tokens: its results are billed as input."""
 
 
 def with_overrides(prices: Mapping[str, Price]) -> dict[str, ModelInfo]:
@@ -27,7 +30,7 @@ def with_overrides(prices: Mapping[str, Price]) -> dict[str, ModelInfo]:
 def cost_usd(usage: Usage, info: ModelInfo) -> float:
     """USD for ``usage``; a prompt over the long-context threshold is billed at that tier throughout.
 
-    Cache writes not split by lifetime are billed at the 5-minute rate.
+    Cache writes not split by lifetime are billed at the 5-minute rate; web searches at ``WEB_SEARCH_USD``.
     """
     price = info.price
     if info.long_context_from is not None and usage.prompt_tokens > info.long_context_from:
@@ -41,7 +44,7 @@ def cost_usd(usage: Usage, info: ModelInfo) -> float:
         + usage.cache_write_1h * price.cache_write_1h
         + usage.cache_read_input_tokens * price.cache_read
     )
-    return per_million / 1_000_000
+    return per_million / 1_000_000 + usage.web_search_requests * WEB_SEARCH_USD
 
 
 def worst_cost_usd(info: ModelInfo, input_tokens: int, max_tokens: int) -> float:

@@ -5,6 +5,12 @@
 Ids of tool calls and signatures of thinking blocks are filled in by whoever
 turns the reply into a response (the simulator derives them from the request,
 so the same request always gets the same ids).
+
+    Reply().say("Looking it up.").search("sqlite wal mode")
+
+asks the simulator's server-side web search (a reply that searches ends with
+its searches; the policy is asked again with the results, as the API's
+server-side loop does); ``cite`` writes text citing a result it found.
 """
 
 from __future__ import annotations
@@ -34,6 +40,18 @@ class Reply:
         if id is not None:
             block["id"] = id
         self.content.append(block)
+        return self
+
+    def search(self, query: str) -> Reply:
+        """A web search (a ``server_tool_use`` block), run by the server that answers."""
+        self.content.append({"type": "server_tool_use", "name": "web_search", "input": {"query": query}})
+        return self
+
+    def cite(self, text: str, *, url: str, title: str, quote: str) -> Reply:
+        """``text`` citing ``quote`` from the search result at ``url`` (its ``encrypted_index`` is filled
+        in by the server)."""
+        citation = {"type": "web_search_result_location", "url": url, "title": title, "cited_text": quote}
+        self.content.append({"type": "text", "text": text, "citations": [citation]})
         return self
 
     def final_stop_reason(self) -> str:

@@ -4,7 +4,9 @@ The SDK's own accumulator (``MessageStream``) raises on a tool input that is
 not valid JSON and yields pydantic objects; teamrt needs plain blocks kept byte
 for byte and a bad tool input reported rather than fatal, so it assembles the
 raw events itself. Thinking text and signatures are concatenated from their
-deltas exactly as sent.
+deltas exactly as sent. Server-tool blocks come whole: a ``server_tool_use``
+with its input streamed like a tool call's, a ``web_search_tool_result`` in its
+``content_block_start``, citations of the text after it as ``citations_delta``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class StreamAssembler:
     def usage(self) -> Usage:
         split = self._usage.get("cache_creation")
         split = split if isinstance(split, dict) else {}
+        server = self._usage.get("server_tool_use")
+        server = server if isinstance(server, dict) else {}
         return Usage(
             input_tokens=int(self._usage.get("input_tokens") or 0),
             output_tokens=int(self._usage.get("output_tokens") or 0),
@@ -63,12 +67,13 @@ class StreamAssembler:
             cache_read_input_tokens=int(self._usage.get("cache_read_input_tokens") or 0),
             cache_write_5m=int(split.get("ephemeral_5m_input_tokens") or 0),
             cache_write_1h=int(split.get("ephemeral_1h_input_tokens") or 0),
+            web_search_requests=int(server.get("web_search_requests") or 0),
         )
 
     def _take_usage(self, usage: dict[str, Any]) -> None:
         """``message_delta`` carries cumulative figures; a field it leaves null keeps its value."""
         for key, value in usage.items():
-            if value is not None and (key in _USAGE_FIELDS or key == "cache_creation"):
+            if value is not None and (key in _USAGE_FIELDS or key in ("cache_creation", "server_tool_use")):
                 self._usage[key] = value
 
     def _delta(self, index: int, delta: Any) -> None:

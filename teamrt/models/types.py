@@ -61,6 +61,8 @@ class Usage:
     cache_read_input_tokens: int = 0
     cache_write_5m: int = 0
     cache_write_1h: int = 0
+    web_search_requests: int = 0
+    """Searches the API's web search tool ran for the call (``usage.server_tool_use``), billed apiece."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -95,6 +97,8 @@ class ModelResponse:
 
     @property
     def tool_uses(self) -> list[Block]:
+        """The client tool calls, which teamrt runs; ``server_tool_use`` blocks were run by the API and
+        carry their results in the same response."""
         return [b for b in self.content if b.get("type") == "tool_use"]
 
 

@@ -66,6 +66,7 @@ class AgentLoop:
         self.answer = ""
         """The text of the model's latest turn that had any: what the agent reports when it ends."""
         self._unfinished: set[str] = set()  # tool calls of the last turn whose result is not kept yet
+        self._paused = False  # the last turn ended ``pause_turn``: the API paused it mid-way
 
     def stop(self, reason: str = "stopped") -> None:
         """End the agent now: its model call or tools are cancelled, its processes killed."""
@@ -104,13 +105,20 @@ class AgentLoop:
             refused = await hooking.starting(self, task)
             if refused is not None:
                 return await self._end("stopped", self.answer, refused)
-            ended = not (start or results) and self.messages and self.messages[-1]["role"] == "assistant"
+            ended = (
+                not (start or results or self._paused)
+                and self.messages
+                and self.messages[-1]["role"] == "assistant"
+            )
             if ended and not self._mail_waiting():
                 assert self.env.inbox is not None, "an agent run again needs an inbox"
                 self._waiting.append(await self.env.inbox.next())
             while True:
-                mail = self._take_mail()
-                blocks = [r.result[0] for r in results] + start + hooking.context(self)
+                # a paused turn goes back as it is, with no user turn after it: mail and hook context wait
+                mail = [] if self._paused else self._take_mail()
+                blocks = (
+                    [r.result[0] for r in results] + start + ([] if self._paused else hooking.context(self))
+                )
                 blocks += [self._mail_block(m) for m in mail]
                 if blocks:
                     await self._append_user(blocks, mail, results)
@@ -122,6 +130,8 @@ class AgentLoop:
                 response = await self._call_model(await self._request())
                 self.answer = response.text or self.answer
                 await self._append_assistant(response)
+                if self._paused:  # the API paused a long server-tool turn: send it back to go on
+                    continue
                 if not response.tool_uses:
                     if self._mail_waiting():
                         continue
@@ -154,14 +164,23 @@ class AgentLoop:
     # -- input ----------------------------------------------------------------
 
     def resumed_from_store(self) -> None:
-        """Count the kept turns and take the latest answer, for an agent rebuilt from the store."""
+        """Count the kept turns and take the latest answer, for an agent rebuilt from the store; note a
+        last turn the API paused, which goes on."""
         said = [m for m in self.messages if m["role"] == "assistant"]
         self.turns = len(said)
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            kept = [t for t in self.env.store.reader.turns(self.spec.name) if t.role == "assistant"]
+            self._paused = bool(kept) and kept[-1].stop_reason == "pause_turn"
         for message in reversed(said):
             text = "".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
             if text:
                 self.answer = text
                 break
+
+    @property
+    def paused(self) -> bool:
+        """Whether the last turn was paused by the API (``pause_turn``): the agent has not answered yet."""
+        return self._paused
 
     def has_mail(self) -> bool:
         """Whether mail is waiting to be read."""
@@ -182,6 +201,7 @@ class AgentLoop:
             self._task = asyncio.current_task()
             try:
                 result = await self._run_one(call, {})
+                result = bound_results({call["id"]: result}, self.env.spill_dir, self.spec.name)[call["id"]]
                 status = "error" if result.is_error else "done"
                 return FinishedCall(call["id"], status, [_result_block(call["id"], result)], result.is_error)
             except asyncio.CancelledError:
@@ -348,6 +368,7 @@ class AgentLoop:
         )
         self._add_message({"role": "assistant", "content": response.content})
         self._unfinished = {use.id for use in uses}
+        self._paused = response.stop_reason == "pause_turn"
         self.turns += 1
 
     async def _replace_history(self, messages: list[Any], how: str) -> None:
@@ -455,6 +476,7 @@ class AgentLoop:
 
 
 def _result_block(call_id: str, result: ToolResult) -> Block:
+    """The ``tool_result`` block of a call: its content as text or as blocks (an MCP tool's images)."""
     block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": result.content}
     if result.is_error:
         block["is_error"] = True

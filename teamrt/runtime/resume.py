@@ -1,7 +1,10 @@
 """What a resume reconciles before the agents go on (docs/architecture.md, Contracts).
 
 - Processes the crashed owner's tools left running (journaled pid plus start
-  time, so a reused pid is never hit) are killed first.
+  time, so a reused pid is never hit) are killed first, and so are the MCP
+  servers it had started (``mcp.process`` events,
+  ``teamrt.mcp.servers.kill_leftover_servers``): each is started afresh when
+  a resumed agent needs it.
 - Lock files git left in the run's worktrees and on its branches are removed,
   and the temporary files of ``write``/``edit`` calls cut short in every
   agent's workspace.

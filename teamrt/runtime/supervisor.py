@@ -34,6 +34,8 @@ from ..agents import AgentDefinition, choose_model, kept_definition
 from ..claudecode.memory import Memory, load_memory
 from ..claudecode.settings import ClaudeSettings, load_claude_settings
 from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
+from ..mcp.config import load_mcp_config
+from ..mcp.servers import NOTICE, PROCESS, McpServers, kill_leftover_servers
 from ..models import Model, is_sim, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
 from ..settings import Settings
@@ -41,12 +43,13 @@ from ..store import AgentRecord, EventRecord, FinishedCall, Store, TaskUnavailab
 from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.files import remove_temporaries
 from ..tools.names import canonical
-from ..tools.permissions import Permissions
+from ..tools.permissions import Permissions, Verdict
 from ..tools.protect import protected_paths
 from ..tools.registry import builtin_tools
 from ..tools.sandbox import SANDBOX_EVENT, default_sandbox
 from ..tools.team import describe_tasks, task_spawn, team_tools
 from ..tools.todo import TODOS_EVENT
+from ..tools.websearch import WebSearch
 from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Worktrees
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import USER, HumanAsker
@@ -149,6 +152,10 @@ class Supervisor:
         self.run_budget = run_budget(team.budget_tokens, team.budget_usd)
         self.asker = HumanAsker(store, policy=team.on_ask, wait_s=team.ask_wait)
         self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self)}
+        mcp = load_mcp_config(project, team.mcp_servers, definitions.values(), team_source=str(team.path))
+        self.mcp = McpServers(
+            mcp, dataclasses.replace(self._tools_context("lead", None, None), env={}), store=store
+        )
         self._slots = asyncio.Semaphore(team.max_concurrent)
         self._serial = itertools.count(1)
 
@@ -174,6 +181,7 @@ class Supervisor:
         async def begin() -> Member:
             reader = self.store.reader
             await kill_leftovers(reader.tool_calls(statuses=("running",)))
+            await kill_leftover_servers(reader.events(kinds=(PROCESS,)))  # started again when needed
             if self.worktrees is not None:
                 await reconcile_git(self.store, self.worktrees)
             usage = reader.run().usage
@@ -206,6 +214,8 @@ class Supervisor:
                 {"confined": default_sandbox().confined, "unconfined": policy.unconfined,
                  "network": policy.network},
             )  # fmt: skip
+            for note in self._mcp_notices():
+                await self.store.append_event(NOTICE, {"note": note})
             lead = await begin()
             outcome = await lead.done
             for member in list(self.members.values()):
@@ -217,6 +227,7 @@ class Supervisor:
             return outcome
         finally:
             control.cancel()
+            await self.mcp.close()
             for member in self.members.values():
                 member.inbox.close()
                 if member.loop.env.stream is not None:
@@ -242,6 +253,13 @@ class Supervisor:
             f" {failed[0].agent} could not start {what} agents: {first.get('reason')}"
         )
         return dataclasses.replace(outcome, reason=f"{outcome.reason}; {said}" if outcome.reason else said)
+
+    def _mcp_notices(self) -> list[str]:
+        """What the run's MCP configuration left out, and the repository's servers that do not start."""
+        config = self.mcp.config
+        blocked = [f"MCP server {b.config.name!r} ({b.config.source}) does not start: {b.reason}"
+                   for b in config.blocked.values()]  # fmt: skip
+        return [*config.problems, *blocked]
 
     async def _control(self) -> None:
         """Act on control mail to ``supervisor``: ``teamrt stop`` and ``teamrt answer``. Each message is
@@ -316,6 +334,7 @@ class Supervisor:
         if fork_of is not None:
             spec = dataclasses.replace(fork_of.loop.spec, name=name, role=role.name, persistent=False)
         else:
+            await self.mcp.prepare(self.mcp.servers_for(definition))
             spec = self._spec(name, role, definition, model_name, persistent=kind == "team")
         messages = list(fork_of.loop.messages) if fork_of else None
         if messages:
@@ -330,7 +349,7 @@ class Supervisor:
             protected = self._protected(self.project)
             return ToolContext(
                 workspace=self.project, run_dir=self.run_dir, extra_roots=extra, protected=protected,
-                policy=policy, env=dict(self.claude.env),
+                policy=policy, env=dict(self.claude.env), web=self.team.web,
             )  # fmt: skip
         if checkout is not None:
             assert self.worktrees is not None
@@ -339,7 +358,7 @@ class Supervisor:
                 env={**self.claude.env, **checkout.env(self.worktrees.repo)},
                 readable=(self.worktrees.repo.git_dir,),
                 writable=checkout.writable, protected=self._protected(checkout.path, checkout.workspace),
-                policy=policy,
+                policy=policy, web=self.team.web,
             )  # fmt: skip
         return self.members[parent].loop.env.tools  # forks and teammates work where their parent does
 
@@ -362,7 +381,7 @@ class Supervisor:
             model=self.model(model_name),
             model_name=model_name,
             system=self._with_memory(self._system(role, definition)),
-            tools=self._tools_for(definition),
+            tools=self._tools_for(definition, role),
             permissions=self._permissions(role, definition),
             info=lookup(model_name, self._prices),
             role=role.name,
@@ -438,10 +457,12 @@ class Supervisor:
         if not busy and parent is not None and not parent.busy and not parent.done.done():
             self.send(SUPERVISOR, parent.name, f"{name} is idle.", kind="control", summary=f"{name} idle")
 
-    def _tools_for(self, definition: AgentDefinition) -> dict[str, Tool]:
+    def _tools_for(self, definition: AgentDefinition, role: RoleSpec) -> dict[str, Tool]:
         """The tools ``definition`` names (all when it names none) and the team's coordination tools, less
         those it disallows; names compared as the model sees them. Claude Code's TodoWrite and Task, team
-        tools in teamrt, come only when named, as in Claude Code."""
+        tools in teamrt, come only when named, as in Claude Code. WebSearch, which the API runs and no
+        rule can ask about call by call, comes only when the agent's permissions do not deny it, with the
+        team's search domains."""
         team = team_tools(self)
 
         def wanted(name: str) -> bool:
@@ -450,7 +471,18 @@ class Supervisor:
             named = definition.tools is None or shown in definition.tools or coordination
             return named and shown not in definition.disallowed_tools
 
-        return {n: tool for n, tool in self.tools.items() if wanted(n)}
+        tools = {n: tool for n, tool in self.tools.items() if wanted(n)}
+        search = tools.get("WebSearch")
+        if isinstance(search, WebSearch):
+            decision = self._permissions(role, definition).decide(
+                "WebSearch", {}, read_only=True, workspace=self.project
+            )
+            if decision.verdict is Verdict.DENY:
+                del tools["WebSearch"]
+            else:
+                tools["WebSearch"] = dataclasses.replace(search, policy=self.team.web)
+        tools |= {tool.name: tool for tool in self.mcp.tools_for(definition)}  # started by _add or _restore
+        return tools
 
     def _permissions(self, role: RoleSpec, definition: AgentDefinition) -> Permissions:
         mode = role.permission_mode or definition.permission_mode or self.claude.default_mode or "default"
@@ -619,6 +651,7 @@ class Supervisor:
             spec = dataclasses.replace(parent.loop.spec, name=record.name, role=role.name, persistent=False)
         else:
             definition = self.definitions.get(role.agent) or kept_definition(record.definition)  # gone since
+            await self.mcp.prepare(self.mcp.servers_for(definition))
             spec = self._spec(record.name, role, definition, record.model, persistent=record.kind == "team")
         epoch = record.epoch if ended else await self.store.begin_epoch(record.name)
         messages = rebuild(reader.turns(record.name))
@@ -679,7 +712,12 @@ class Supervisor:
         """Whether a resumed agent had given its final answer: its last kept turn is the model's, with
         no call, and nothing would have kept it waiting (a teammate always waits for mail)."""
         messages = member.loop.messages
-        if member.loop.spec.persistent or not messages or messages[-1]["role"] != "assistant":
+        if (
+            member.loop.spec.persistent
+            or member.loop.paused
+            or not messages
+            or messages[-1]["role"] != "assistant"
+        ):
             return False
         keep_waiting = member.loop.env.keep_waiting
         waits = member.kind == "lead" and keep_waiting is not None and keep_waiting()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .policy import SandboxPolicy
+from .policy import SandboxPolicy, WebPolicy
 
 OnProcess = Callable[[int], Awaitable[None]]
 """Called with the pid of each process a tool starts, before the tool waits on it (journaled)."""
@@ -48,6 +48,8 @@ class ToolContext:
     tools refuse them, the sandbox mounts those that exist read-only."""
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     """What the run allows programs: network, environment, limits, running unconfined."""
+    web: WebPolicy = field(default_factory=WebPolicy)
+    """What the run allows WebFetch (the private hosts it may reach) and WebSearch."""
     read_denied: Callable[[Path], str | None] | None = None
     """The agent's deny rules for reading: the rule (as written) that forbids reading a canonical path,
     or None. Reads refuse such a path and walks (glob, grep) skip it."""
@@ -55,8 +57,22 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class ToolResult:
-    content: str
+    content: str | list[dict[str, Any]]
+    """Text, or the Messages API's ``tool_result`` content blocks (``text``, ``image``, ``document``): an MCP
+    tool's image stays an image. ``result_text`` is the text of either."""
     is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The content's text (``result_text``)."""
+        return result_text(self.content)
+
+
+def result_text(content: str | list[dict[str, Any]]) -> str:
+    """The text of a result's content: itself, or its text blocks joined (other blocks left out)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
 
 
 class Tool(Protocol):
@@ -79,5 +95,8 @@ def object_schema(properties: dict[str, Any], *required: str) -> dict[str, Any]:
 
 
 def tool_param(tool: Tool) -> dict[str, Any]:
-    """The tool as the Messages API's ``tools`` entry."""
+    """The tool as the Messages API's ``tools`` entry; a server tool (one the API runs) gives its own."""
+    api_param: Callable[[], dict[str, Any]] | None = getattr(tool, "api_param", None)
+    if api_param is not None:
+        return api_param()
     return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}

@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 FILE_TOOLS = ("Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "LS")
-CLAUDE_TOOLS = (*FILE_TOOLS, "Bash", "TodoWrite", "Task")
+CLAUDE_TOOLS = (*FILE_TOOLS, "Bash", "WebFetch", "WebSearch", "TodoWrite", "Task")
 """Claude Code's built-in tools that teamrt has, by the names the model calls them."""
 
 ALIASES = {"Agent": "Task"}
 """Claude Code's other names for a tool teamrt has (``Agent`` is ``Task``'s newer name)."""
 
-LATER = ("WebFetch", "WebSearch", "NotebookEdit", "NotebookRead", "BashOutput", "KillShell", "KillBash",
-         "SlashCommand", "ExitPlanMode", "Skill")  # fmt: skip
+LATER = ("NotebookEdit", "NotebookRead", "BashOutput", "KillShell", "KillBash", "SlashCommand",
+         "ExitPlanMode", "Skill")  # fmt: skip
 """Claude Code's tools that teamrt does not have: an agent file naming one gets a warning."""
 
 _BY_FOLDED = {name.lower(): name for name in (*CLAUDE_TOOLS, *ALIASES)}

@@ -10,17 +10,30 @@ Tool names match case-insensitively, old names and new (``read`` is
 ``Read``, ``Agent`` is ``Task``). ``Read`` rules cover Read, Glob, Grep and
 LS; ``Edit`` rules cover Edit, Write and MultiEdit; ``mcp__server`` and
 ``mcp__server__*`` cover every tool of that server; other names match
-exactly. ``Bash``, the file tools and ``Task`` (``Task(reviewer)``: that
-subagent_type) take a specifier; so do Claude Code's tools teamrt lacks
-(``WebFetch(domain:example.com)``) and ``mcp__`` tools, whose specifiers
-teamrt cannot check: such a deny or ask rule covers every use of the tool,
-such an allow rule none.
+exactly. ``Bash``, the file tools, ``Task`` (``Task(reviewer)``: that
+subagent_type) and ``WebFetch`` take a specifier; so do ``WebSearch``,
+Claude Code's tools teamrt lacks and ``mcp__`` tools, whose specifiers teamrt
+cannot check: such a deny or ask rule covers every use of the tool, such an
+allow rule none.
+
+``WebFetch(domain:example.com)`` matches a fetch of that host, and
+``WebFetch(domain:*.example.com)`` one of any of its subdomains (not of
+``example.com`` itself); the host is the call's ``url`` read as WebFetch reads
+it (``teamrt.tools.webaddress``), in lower case and ASCII. A ``url`` that is
+not valid matches no allow rule and every deny and ask rule for WebFetch.
+WebFetch follows redirects only on the same host, so the rule that allowed the
+call covers every page it reads.
 
 Modes: ``default`` (also ``manual``) asks about what is not read-only;
 ``acceptEdits`` allows edits inside the workspace; ``auto`` is acceptEdits
 here (what Claude Code hands to its classifier, teamrt asks about); ``plan``
 denies what is not read-only; ``dontAsk`` denies whatever would be asked,
 ask rules included; ``bypassPermissions`` allows what no rule decides.
+Tools that reach outside the machine (``WebFetch`` and every ``mcp__`` tool)
+are not allowed for being read-only: without an allow rule they are asked
+about (denied in ``dontAsk``, allowed in ``bypassPermissions``). ``WebSearch``
+runs on the API's side, where no call can be asked about: it counts as
+read-only like the file reads, and only a deny rule keeps it from an agent.
 
 ``Bash(npm test)`` matches that command exactly; ``*`` matches any text, and a
 trailing `` *`` also matches nothing, so ``Bash(npm run test *)`` and the older
@@ -75,6 +88,7 @@ from typing import Any
 from .names import LATER, canonical
 from .shellparse import ShellSyntaxError, parse
 from .shellprograms import Command, Reading, read
+from .webaddress import domain_name, host_of
 
 
 class Mode(StrEnum):
@@ -124,8 +138,10 @@ _COVERED = {
 }
 _FILE_TOOLS = frozenset({"read", "write", "edit", "multiedit", "glob", "grep", "ls"})
 _EDIT_TOOLS = _COVERED["edit"]
-_UNCHECKED = frozenset(name.lower() for name in LATER)
+_UNCHECKED = frozenset({"websearch", *(name.lower() for name in LATER)})
 """Tools whose specifiers teamrt keeps without checking them (with ``mcp__`` tools)."""
+_DOMAIN = re.compile(r"(?:\*\.)?[^\s*/:@\[\]?#]+")
+"""A ``WebFetch(domain:...)`` host: a name, ``*.`` before it for its subdomains; no port, path or user."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +149,8 @@ class Rule:
     tool: str
     """The tool's name in lower case, as the model sees it (``bash``, ``task``, ``mcp__github``)."""
     specifier: str | None
-    """What is inside the parentheses, stripped; None for every use of the tool."""
+    """What is inside the parentheses, stripped (a WebFetch rule's host in lower case and ASCII); None for
+    every use of the tool."""
     text: str
     """The rule as written."""
     origin: str = ""
@@ -164,6 +181,8 @@ class Rule:
                 _command_patterns(specifier)
             except ValueError as e:
                 raise RuleError(text, str(e)) from None
+        elif tool == "webfetch":
+            specifier = _domain_specifier(text, specifier)
         elif tool not in _FILE_TOOLS and tool != "task" and not _unchecked(tool):
             raise RuleError(
                 text,
@@ -283,8 +302,10 @@ class Permissions:
         mode = self.mode
         if mode is Mode.BYPASS:
             return Decision(Verdict.ALLOW, f"{tool} is allowed in {mode} mode")
-        if read_only:
+        if read_only and not _outward(name):
             return Decision(Verdict.ALLOW, f"{tool} is read-only ({mode} mode)")
+        if read_only:
+            return Decision(Verdict.ASK, f"{tool} reaches off the machine: it needs approval in {mode} mode")
         if mode is Mode.PLAN:
             return Decision(Verdict.DENY, f"plan mode is read-only: {tool} is not allowed")
         if mode is Mode.DONT_ASK:
@@ -305,8 +326,32 @@ def folded(tool: str) -> str:
     return (canonical(tool) or tool.strip()).lower()
 
 
+def _outward(tool: str) -> bool:
+    """Whether a tool (``folded``) reaches outside the machine, so that being read-only does not make it
+    harmless: what it sends (a URL, a query) may carry what it read."""
+    return tool == "webfetch" or tool.startswith("mcp__")
+
+
+def _domain_specifier(text: str, specifier: str) -> str:
+    """A WebFetch rule's ``domain:<host>`` with the host as WebFetch spells hosts, or a RuleError."""
+    kind, _, host = specifier.partition(":")
+    if kind.strip() != "domain" or not _DOMAIN.fullmatch(host.strip()):
+        raise RuleError(
+            text,
+            "a WebFetch rule names a host: WebFetch(domain:example.com), or WebFetch(domain:*.example.com)"
+            " for its subdomains",
+        )
+    host = host.strip()
+    wildcard = "*." if host.startswith("*.") else ""
+    try:
+        return f"domain:{wildcard}{domain_name(host.removeprefix('*.'))}"
+    except ValueError as e:
+        raise RuleError(text, str(e)) from None
+
+
 def _unchecked(tool: str) -> bool:
-    """Whether teamrt keeps the tool's specifiers without checking them: Claude Code's tools it lacks."""
+    """Whether teamrt keeps the tool's specifiers without checking them: WebSearch's (Claude Code's takes
+    none), those of Claude Code's tools teamrt lacks, and ``mcp__`` tools'."""
     return tool in _UNCHECKED or tool.startswith("mcp__")
 
 
@@ -348,6 +393,8 @@ def _hits(
         return ""
     if reading is None:
         about = _about(rule.specifier, tool, input, workspace)
+        if about is None and tool == "webfetch":
+            return " (its url is not one WebFetch can read, so it may name that host)"
         if about is None:
             return " (teamrt cannot check its specifier, so it applies to every use)"
         return "" if about else None
@@ -508,6 +555,12 @@ def _about(specifier: str, tool: str, input: Mapping[str, Any], workspace: Path)
     if tool == "task":  # the subagent it starts; none is Claude Code's general-purpose one
         kind = input.get("subagent_type") or "general-purpose"
         return isinstance(kind, str) and kind.strip().lower() == specifier.lower()
+    if tool == "webfetch":
+        host = host_of(input.get("url"))
+        if host is None:
+            return None
+        pattern = specifier.removeprefix("domain:")
+        return host.endswith(pattern[1:]) if pattern.startswith("*.") else host == pattern
     return None
 
 

@@ -6,10 +6,16 @@ from .base import Tool
 from .bash import Bash
 from .files import Edit, Glob, Grep, MultiEdit, Read, Write
 from .listing import LS
+from .webfetch import WebFetch
+from .websearch import WebSearch
 
 
 def builtin_tools() -> dict[str, Tool]:
-    """Fresh instances of Read, Write, Edit, MultiEdit, Glob, Grep, LS and Bash, in the order the model
-    sees them. ``TodoWrite`` and ``Task`` need the team: ``teamrt.tools.team.team_tools`` makes them."""
-    tools: list[Tool] = [Read(), Write(), Edit(), MultiEdit(), Glob(), Grep(), LS(), Bash()]
+    """Fresh instances of Read, Write, Edit, MultiEdit, Glob, Grep, LS, Bash, WebFetch and WebSearch, in the
+    order the model sees them (WebFetch's page cache is the instance's: a run's; WebSearch gets the team's
+    domains from the supervisor). ``TodoWrite`` and ``Task`` need the team: ``teamrt.tools.team.team_tools``
+    makes them."""
+    tools: list[Tool] = [
+        Read(), Write(), Edit(), MultiEdit(), Glob(), Grep(), LS(), Bash(), WebFetch(), WebSearch()
+    ]  # fmt: skip
     return {tool.name: tool for tool in tools}

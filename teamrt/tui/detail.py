@@ -123,6 +123,14 @@ def _block_lines(role: str, block: dict[str, Any]) -> list[Line]:
         args = args if isinstance(args, dict) else {}
         shown = describe_call(str(block.get("name", "?")), args)
         return [Line("call", shown, json.dumps(args, indent=2, ensure_ascii=False))]
+    if kind == "server_tool_use":
+        args = block.get("input")
+        args = args if isinstance(args, dict) else {}
+        query = " ".join(str(args.get("query", "")).split())
+        shown = f"{block.get('name', '?')}: {preview(query, PREVIEW_CHARS)}"
+        return [Line("call", shown, json.dumps(args, indent=2, ensure_ascii=False))]
+    if kind == "web_search_tool_result":
+        return [_search_line(block.get("content"))]
     if kind == "tool_result":
         text = _result_text(block.get("content"))
         body = text.strip().splitlines()
@@ -130,6 +138,20 @@ def _block_lines(role: str, block: dict[str, Any]) -> list[Line]:
         said = f"{len(body)} lines: {first}" if len(body) > 1 else first
         return [Line("error" if block.get("is_error") else "result", said, text)]
     return []
+
+
+def _search_line(content: object) -> Line:
+    """A web search's results in a line (the first title and where it is), all of them unfolded."""
+    if not isinstance(content, list):
+        code = content.get("error_code", "?") if isinstance(content, dict) else "?"
+        return Line("error", f"web search failed: {code}")
+    pages = [(str(r.get("title", "")), str(r.get("url", ""))) for r in content if isinstance(r, dict)]
+    if not pages:
+        return Line("result", "no results")
+    title, url = pages[0]
+    first = preview(f"{title} ({url})", PREVIEW_CHARS)
+    said = f"{len(pages)} results: {first}" if len(pages) > 1 else first
+    return Line("result", said, "\n".join(f"{title}\n  {url}" for title, url in pages))
 
 
 def _result_text(content: object) -> str:

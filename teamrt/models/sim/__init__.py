@@ -10,10 +10,12 @@ import atexit
 import threading
 
 from .cache import CacheLedger, CacheOutcome, Position, render
+from .corpus import Corpus, Page
 from .faults import KINDS as FAULT_KINDS
 from .faults import Fault, FaultPlan
 from .policy import Policy, SimRequest, ToolOutcome, echo
 from .server import SimCall, SimServer
+from .servertools import searcher
 
 _shared: SimServer | None = None
 _shared_lock = threading.Lock()
@@ -35,8 +37,10 @@ __all__ = [
     "FAULT_KINDS",
     "CacheLedger",
     "CacheOutcome",
+    "Corpus",
     "Fault",
     "FaultPlan",
+    "Page",
     "Policy",
     "Position",
     "SimCall",
@@ -45,5 +49,6 @@ __all__ = [
     "ToolOutcome",
     "echo",
     "render",
+    "searcher",
     "shared_server",
 ]

@@ -17,6 +17,8 @@ from typing import Any
 from ..reply import Reply
 from ..tokens import message_blocks, system_blocks
 from ..types import Block
+from .corpus import Page
+from .signing import unseal
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class SimRequest:
     agent: str = ""
     role: str = ""
     team: str = ""
+    turn_so_far: tuple[Block, ...] = ()
+    """What this response holds already: the blocks before the searches the server has just run, and
+    their results (empty on the first call for a request)."""
 
     @property
     def model(self) -> str:
@@ -93,6 +98,33 @@ class SimRequest:
             for b in message_blocks(m)
             if b.get("type") == "tool_use" and b.get("name") == tool
         )
+
+    @cached_property
+    def current_turn(self) -> list[Block]:
+        """The blocks of the turn the model is writing: a paused turn sent back (trailing assistant
+        messages), then what this response holds already."""
+        blocks: list[Block] = []
+        for message in reversed(self.params["messages"]):
+            if message.get("role") != "assistant":
+                break
+            blocks[:0] = message_blocks(message)
+        return [*blocks, *self.turn_so_far]
+
+    @cached_property
+    def search_results(self) -> list[Page]:
+        """The pages the current turn's web searches found, in order."""
+        return [
+            Page(fields["url"], fields["title"], fields["text"], fields.get("page_age"))
+            for block in self.current_turn
+            if block.get("type") == "web_search_tool_result" and isinstance(block.get("content"), list)
+            for result in block["content"]
+            if (fields := unseal(result.get("encrypted_content"))) is not None
+        ]
+
+    @property
+    def searches(self) -> int:
+        """How many web searches the current turn has made (failed ones too)."""
+        return sum(1 for b in self.current_turn if b.get("type") == "server_tool_use")
 
     def all_text(self) -> str:
         """Every text and tool-result text in the conversation, for policies that search it."""

@@ -15,26 +15,40 @@ from ..reply import Reply
 from ..tokens import BYTES_PER_TOKEN, bytes_tokens, canonical
 from ..types import Block
 from .cache import CacheOutcome
+from .servertools import citation_index
 from .signing import signature_for
 
 DELTA_CHARS = 48
 """Text, thinking and tool-input deltas carry this many characters each."""
+_SERVER_RESULTS = frozenset({"web_search_tool_result"})
 
 
 def build_message(
-    model: str, request_key: bytes, reply: Reply, outcome: CacheOutcome, max_tokens: int
+    model: str,
+    request_key: bytes,
+    reply: Reply,
+    outcome: CacheOutcome,
+    max_tokens: int,
+    *,
+    web_searches: int | None = None,
 ) -> dict[str, Any]:
+    """The message for ``reply``. ``web_searches``: the searches billed (None: the request had no web
+    search tool, and usage says nothing of server tools). Search results are read by the model, so
+    their tokens count as input, not output, as the API counts them."""
     content, stop_reason = _content(model, request_key, reply, max_tokens)
-    usage = {
-        "input_tokens": outcome.input_tokens,
+    results = sum(bytes_tokens(canonical(b)) for b in content if b["type"] in _SERVER_RESULTS)
+    usage: dict[str, Any] = {
+        "input_tokens": outcome.input_tokens + results,
         "cache_creation_input_tokens": outcome.cache_creation,
         "cache_read_input_tokens": outcome.cache_read,
         "cache_creation": {
             "ephemeral_5m_input_tokens": outcome.cache_write_5m,
             "ephemeral_1h_input_tokens": outcome.cache_write_1h,
         },
-        "output_tokens": sum(bytes_tokens(canonical(b)) for b in content),
+        "output_tokens": sum(bytes_tokens(canonical(b)) for b in content if b["type"] not in _SERVER_RESULTS),
     }
+    if web_searches is not None:
+        usage["server_tool_use"] = {"web_search_requests": web_searches, "web_fetch_requests": 0}
     return {
         "id": "msg_sim_" + hashlib.sha256(request_key + b"msg").hexdigest()[:24],
         "type": "message",
@@ -59,7 +73,9 @@ def _content(model: str, request_key: bytes, reply: Reply, max_tokens: int) -> t
             block = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": block["input"]}
         elif block["type"] == "thinking":
             block["signature"] = signature_for(model, block["thinking"])
-        cost = bytes_tokens(canonical(block))
+        elif block["type"] == "text" and block.get("citations"):
+            block["citations"] = [{**c, "encrypted_index": citation_index(c)} for c in block["citations"]]
+        cost = 0 if block["type"] in _SERVER_RESULTS else bytes_tokens(canonical(block))
         if cost > budget:
             field = {"text": "text", "thinking": "thinking"}.get(block["type"])
             if field is not None and budget > 0:
@@ -89,17 +105,19 @@ def stream_events(message: dict[str, Any], *, bad_tool_input: bool = False) -> l
         kind = block["type"]
         if kind == "text":
             events.append(_start(index, {"type": "text", "text": ""}))
+            for citation in block.get("citations") or []:
+                events.append(_delta(index, {"type": "citations_delta", "citation": citation}))
             events.extend(_deltas(index, "text_delta", "text", block["text"]))
         elif kind == "thinking":
             events.append(_start(index, {"type": "thinking", "thinking": "", "signature": ""}))
             events.extend(_deltas(index, "thinking_delta", "thinking", block["thinking"]))
             events.append(_delta(index, {"type": "signature_delta", "signature": block["signature"]}))
-        elif kind == "tool_use":
+        elif kind in ("tool_use", "server_tool_use"):
             events.append(
-                _start(index, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+                _start(index, {"type": kind, "id": block["id"], "name": block["name"], "input": {}})
             )
             raw = json.dumps(block["input"], separators=(",", ":"))
-            if corrupt:
+            if corrupt and kind == "tool_use":
                 raw, corrupt = raw[:-1] + ',"', False
             events.append(_delta(index, {"type": "input_json_delta", "partial_json": ""}))
             events.extend(_deltas(index, "input_json_delta", "partial_json", raw))

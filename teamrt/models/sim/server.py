@@ -28,13 +28,14 @@ from typing import Any
 
 from ..catalog import lookup
 from ..pricing import DEFAULT_MIN_CACHE_TOKENS
-from ..reply import Reply
 from ..tokens import request_tokens
 from .cache import CacheLedger, CacheOutcome, render
+from .corpus import Corpus, corpus_from_env
 from .faults import STATUS_FAULTS, Fault, FaultPlan
 from .http import HttpRequest, HttpResponse, LoopbackServer
 from .policy import Policy, SimRequest, echo
 from .respond import build_message, sse, stream_events
+from .servertools import play
 from .validate import SimInvalidRequest, validate
 
 
@@ -64,8 +65,12 @@ class SimServer:
         default: Policy = echo,
         clock: Callable[[], float] = time.monotonic,
         record: bool = False,
+        corpus: Corpus | None = None,
     ) -> None:
+        """``corpus``: the pages web searches find (default: ``corpus_from_env`` at each search, the built-in
+        pages unless ``TEAMRT_SIM_SEARCH_DIR`` names a directory; the shared server outlives a demo)."""
         self.policies: dict[str, Policy] = dict(policies or {})
+        self._corpus = corpus
         self.default = default
         self.clock = clock
         self.faults = FaultPlan()
@@ -150,11 +155,11 @@ class SimServer:
         outcome = self.ledger.account(
             positions, info.min_cache_tokens if info else DEFAULT_MIN_CACHE_TOKENS, self.clock()
         )
+        request_key = positions[-1].key if positions else hashlib.sha256(request.body).digest()
         try:
             policy = self.policies.get(f"{team}/{role}") or self.policies.get(role, self.default)
-            reply = policy(SimRequest(params, agent, role, team))
-            if not isinstance(reply, Reply):
-                raise TypeError(f"a policy must return a Reply, not {type(reply).__name__}")
+            corpus = self._corpus or corpus_from_env()
+            reply, searches = play(policy, SimRequest(params, agent, role, team), corpus, request_key)
         except Exception as e:
             detail = "".join(traceback.format_exception_only(e)).strip()
             self.policy_errors.append(f"{role or 'default'} policy for {agent or '?'}: {detail}")
@@ -165,8 +170,9 @@ class SimServer:
                 {**headers, "x-should-retry": "false"},
             )  # fmt: skip
             return
-        request_key = positions[-1].key if positions else hashlib.sha256(request.body).digest()
-        message = build_message(params["model"], request_key, reply, outcome, params["max_tokens"])
+        message = build_message(
+            params["model"], request_key, reply, outcome, params["max_tokens"], web_searches=searches
+        )
         log(200, outcome)
         if not streamed:
             if fault is not None and fault.kind in ("cut", "stall"):

@@ -1,8 +1,10 @@
-"""The research team on ``sim``: a lead that forks over a source tree, forks that read and grep
-their parts, a reviewer that challenges the synthesis with counts of its own.
+"""The research team on ``sim``: a lead that looks up on the web what reviewers advise and forks over a
+source tree, forks that read and grep their parts, a reviewer that challenges the synthesis with counts of
+its own.
 
-Each step is chosen from what the tools returned: which parts ``ls`` listed, the
-line counts and definitions grep found, the challenges the reviewer raised.
+Each step is chosen from what the tools returned: the pages the web search found and the one WebFetch
+read, which parts ``ls`` listed, the line counts and definitions grep found, the challenges the reviewer
+raised. Without the web tools (a team that denies them) the lead surveys the tree alone.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ ANSWERS = "ANSWERS"
 APPROVED = "APPROVED"
 NOT_APPROVED = "NOT APPROVED"
 REPORT = "REPORT.md"
+GUIDANCE_QUERY = "how big should a source file be"
+GUIDANCE_PROMPT = "What does it advise about the size of a source file?"
 REVIEWER_BRIEF = (
     "You review the lead's survey of this source tree. When the synthesis comes by mail, check its"
     f" claims against the tree yourself (count lines, grep for {MARKERS}) and reply to the lead with"
@@ -39,7 +43,7 @@ def lead(request: SimRequest) -> Reply:
     done = history(request)
     listing = _last(done, "Bash")
     if listing is None:
-        return Reply().say("First, the parts of this tree.").call("Bash", {"command": "ls -1p"})
+        return _first_turn(request)
     if listing.is_error:
         return Reply().say(
             f"I could not list the tree (ls -1p): {gist(listing.output)}. Nothing was surveyed."
@@ -113,14 +117,48 @@ def lead(request: SimRequest) -> Reply:
         )
         if answers is not None and not answered:
             reply.call("send_message", {"to": reviewer, "body": answers, "summary": "answers"})
+        guidance = _guidance(_last(done, "WebFetch"))
         reply.call(
             "Write",
-            {"file_path": REPORT, "content": _report(parts, findings, review, answers or "", reviewer)},
-        )
+            {"file_path": REPORT,
+             "content": _report(parts, findings, review, answers or "", reviewer, guidance)},
+        )  # fmt: skip
         if reviewer is not None and not asked_to_stop:
             reply.call("request_shutdown", {"agent": reviewer, "reason": "the report is written"})
         return reply
     return Reply().say(_settled(parts, findings, forked, wrote, reviewer, review, challenges, done))
+
+
+def _first_turn(request: SimRequest) -> Reply:
+    """Search the web for what reviewers advise on the size of a file (when the lead has WebSearch), read
+    the page found first (when it has WebFetch), and list the parts of the tree."""
+    if "web_search" in request.tool_names and not request.searches:
+        return (
+            Reply().say("First, what reviewers advise on the size of a source file.").search(GUIDANCE_QUERY)
+        )
+    reply = Reply()
+    found = request.search_results
+    if found and "WebFetch" in request.tool_names:
+        top = found[0]
+        quote = top.text.split(". ")[0][:200]
+        reply.cite(f"{top.title} answers it; reading it whole.", url=top.url, title=top.title, quote=quote)
+        reply.call("WebFetch", {"url": top.url, "prompt": GUIDANCE_PROMPT})
+    elif request.searches:
+        reply.say("The search found nothing to read.")
+    return reply.say("Now the parts of this tree.").call("Bash", {"command": "ls -1p"})
+
+
+def _guidance(fetched: ToolOutcome | None) -> str:
+    """The report's section on what the page WebFetch read advises: its first emphasised sentence, with
+    its address; or why there is none."""
+    if fetched is None:
+        return ""
+    url = fetched.input.get("url", "")
+    if fetched.is_error:
+        return f"I could not read {url}: {gist(fetched.output)}."
+    advice = re.search(r"\*\*(.+?)\*\*", fetched.output, re.DOTALL)
+    said = " ".join(advice.group(1).split()) if advice else "nothing in bold; see the page"
+    return f"{url} advises: {said}. The reviewer's questions on big files below follow it."
 
 
 def _review_state(
@@ -529,8 +567,9 @@ def _uncovered(item: str, parts: list[str], findings: dict[str, _Finding]) -> st
 
 
 def _report(
-    parts: list[str], findings: dict[str, _Finding], review: str, answers: str, reviewer: str | None
-) -> str:
+    parts: list[str], findings: dict[str, _Finding], review: str, answers: str, reviewer: str | None,
+    guidance: str = "",
+) -> str:  # fmt: skip
     """REPORT.md: each part as its fork found it, the review (or why there is none), the answers."""
     files = sum(f.files for f in findings.values())
     lines = sum(f.lines for f in findings.values())
@@ -546,5 +585,7 @@ def _report(
     for part in parts:
         finding = findings.get(part)
         out += ["", f"### {part}", finding.text if finding else "Not surveyed."]
+    if guidance:
+        out += ["", "## Guidance from the web", "", guidance]
     out += ["", "## Review", "", review, "", answers, ""]
     return "\n".join(out)

@@ -1,0 +1,457 @@
+"""Which MCP servers a run has: the team file's, the person's own, the project's ``.mcp.json``, agent files'.
+
+The places, as Claude Code keeps them, the highest precedence first (a name
+defined in two places is the first's):
+
+- the team file's ``[mcp.servers.<name>]`` tables (teamrt's own);
+- the person's local servers for this project: ``projects.<path>.mcpServers``
+  in ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json``);
+- the project's ``.mcp.json`` (``{"mcpServers": {...}}``), which came with the
+  repository: its servers start only when the person trusted the project
+  (``teamrt trust``) or enabled them (``enableAllProjectMcpServers``,
+  ``enabledMcpjsonServers``) in their own settings, never because the
+  repository's settings say so (``project_enablement``);
+- the person's user servers: ``mcpServers`` at the top of ``~/.claude.json``.
+
+An agent file's ``mcpServers`` lists servers by name (configured above) or
+inline, ``{name: entry}``; inline servers of a repository's agent file need
+the same trust as ``.mcp.json``.
+
+An entry is ``{"command", "args", "env"}`` (``type: "stdio"``, the default) or
+``{"type": "http", "url", "headers"}``; ``timeout`` (seconds per call) is
+teamrt's own. ``${VAR}`` and ``${VAR:-default}`` are expanded from teamrt's
+environment in the command, args, env, url and headers; teamrt's own
+credentials (``ANTHROPIC_*``, ``TEAMRT_DB``) are never expanded. An entry that
+cannot be used is left out with one line naming its file and its name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..claudecode.paths import CONFIG_DIR_ENV, claude_home
+from ..claudecode.reading import read_head
+from ..tools.sandbox import NEVER_PASSED
+
+MCP_JSON = ".mcp.json"
+USER_CONFIG = ".claude.json"
+MAX_CONFIG_BYTES = 64 << 20
+"""``~/.claude.json`` holds Claude Code's whole state and may grow large; past this it is not read."""
+MAX_MCP_JSON_BYTES = 1 << 20
+TRANSPORTS = ("stdio", "http")
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+DEFAULT_TIMEOUT = 600.0
+"""Seconds a tool call may take when neither the entry's ``timeout`` nor ``MCP_TOOL_TIMEOUT`` says."""
+TIMEOUT_ENV = "MCP_TOOL_TIMEOUT"
+"""Claude Code's variable for the tool-call timeout, in milliseconds."""
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+TEAM, LOCAL, PROJECT, USER, AGENT = "team", "local", "project", "user", "agent"
+
+
+class EntryError(ValueError):
+    """An entry that cannot be used; the message says why, without naming its file."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    scope: str
+    """``team``, ``local``, ``project``, ``user``, or ``agent`` (an agent file's inline server)."""
+    source: str
+    """Where it is written, for messages: a path, or ``<team file> [mcp.servers.x]``."""
+    transport: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds one tool call may take."""
+
+    @property
+    def where(self) -> str:
+        """What the server runs or reaches, for ``teamrt mcp``: its command line or its URL."""
+        return self.url if self.transport == "http" else " ".join([self.command, *self.args])
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A configured server that does not start, and why."""
+
+    config: ServerConfig
+    reason: str
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    """The servers of a run."""
+
+    servers: dict[str, ServerConfig] = field(default_factory=dict)
+    """Every agent's (unless its ``tools`` leave them out), by name."""
+    agent_servers: dict[str, dict[str, ServerConfig]] = field(default_factory=dict)
+    """An agent file's inline servers, by agent, then by server name."""
+    blocked: dict[str, Blocked] = field(default_factory=dict)
+    """Servers configured that do not start (a repository's, not trusted or enabled), by name."""
+    problems: tuple[str, ...] = ()
+    """One line each: an entry left out, and why."""
+
+    def for_agent(self, agent: str) -> dict[str, ServerConfig]:
+        """The servers an agent may use: the run's, then its own inline ones."""
+        return {**self.servers, **self.agent_servers.get(agent, {})}
+
+    @property
+    def all_servers(self) -> dict[str, ServerConfig]:
+        """Every server that may start, inline ones included (the first of a name)."""
+        found = dict(self.servers)
+        for servers in self.agent_servers.values():
+            for name, config in servers.items():
+                found.setdefault(name, config)
+        return found
+
+
+@dataclass(frozen=True)
+class Enablement:
+    """What the person's own settings say of the project's ``.mcp.json`` servers."""
+
+    all: bool = False
+    enabled: frozenset[str] = frozenset()
+    disabled: frozenset[str] = frozenset()
+    sources: tuple[str, ...] = ()
+    """The files that said it."""
+
+
+def user_config_path() -> Path:
+    """``~/.claude.json``, or ``$CLAUDE_CONFIG_DIR/.claude.json`` when that is set (as Claude Code has it)."""
+    return claude_home() / USER_CONFIG if os.environ.get(CONFIG_DIR_ENV) else Path.home() / USER_CONFIG
+
+
+def load_mcp_config(
+    project: Path,
+    team_servers: Mapping[str, Mapping[str, Any]],
+    agents: Iterable[Any] = (),
+    *,
+    team_source: str = "team file",
+    trusted: bool | None = None,
+) -> McpConfig:
+    """The servers of a run of ``project``. ``agents``: the run's agent definitions (their
+    ``mcp_servers``); ``trusted``: whether the person trusts the project's MCP servers as they are now
+    (None: look it up, ``teamrt.claudecode.trust``)."""
+    problems: list[str] = []
+    user = _read_json(user_config_path(), MAX_CONFIG_BYTES, problems)
+    local_entry = _project_entry(user, project)
+    repository = repository_servers(project, agents, problems)
+    if trusted is None:
+        trusted = _trusted(project, repository, problems)
+    enablement = project_enablement(project, local_entry)
+    found: dict[str, ServerConfig] = {}
+    blocked: dict[str, Blocked] = {}
+    places = [
+        (TEAM, team_source, team_servers),
+        (LOCAL, f"{user_config_path()} (projects.{project})", _servers_of(local_entry, "mcpServers")),
+        (PROJECT, str(project / MCP_JSON), repository.get(MCP_JSON, {})),
+        (USER, str(user_config_path()), _servers_of(user, "mcpServers")),
+    ]
+    for scope, source, entries in places:
+        for name, entry in entries.items():
+            config = _entry(name, entry, scope, source, problems)
+            if config is None or name in found or name in blocked:
+                continue
+            refusal = _refusal(config, trusted, enablement) if scope == PROJECT else None
+            if refusal is None:
+                found[name] = config
+            else:
+                blocked[name] = Blocked(config, refusal)
+    agent_servers = _agent_servers(agents, found, trusted, blocked, problems)
+    return McpConfig(found, agent_servers, blocked, tuple(problems))
+
+
+def repository_servers(project: Path, agents: Iterable[Any], problems: list[str]) -> dict[str, Any]:
+    """The MCP server entries that came with the repository, as written: ``.mcp.json``'s under its name,
+    and each repository agent file's inline ones under ``agent:<name>``. What ``teamrt trust`` hashes."""
+    written: dict[str, Any] = {}
+    mcp_json = _read_json(project / MCP_JSON, MAX_MCP_JSON_BYTES, problems, within=project)
+    servers = _servers_of(mcp_json, "mcpServers", str(project / MCP_JSON), problems)
+    if servers:
+        written[MCP_JSON] = servers
+    for definition in agents:
+        inline = [item for item in getattr(definition, "mcp_servers", ()) if isinstance(item, dict)]
+        if inline and getattr(definition, "scope", "") in ("project", "teamrt"):
+            written[f"agent:{definition.name}"] = inline
+    return written
+
+
+def project_enablement(project: Path, local_entry: Mapping[str, Any] | None = None) -> Enablement:
+    """What the person's settings say of the project's ``.mcp.json`` servers: their user settings,
+    their ``~/.claude.json`` entry for the project, and the project's ``.claude/settings.local.json``
+    when git does not track it (a file committed to the repository is not the person's word)."""
+    from ..claudecode.settings import SettingsError, read_settings_files
+
+    said: list[tuple[str, Mapping[str, Any]]] = []
+    try:
+        files = read_settings_files(project)
+    except SettingsError:
+        files = []  # the run reports that file itself
+    for file in files:
+        if file.scope == "user" or (file.scope == "local" and not _tracked(project, file.path)):
+            said.append((str(file.path), file.data))
+    if local_entry is None:
+        local_entry = _project_entry(_read_json(user_config_path(), MAX_CONFIG_BYTES, []), project)
+    if local_entry:
+        said.append((f"{user_config_path()} (projects.{project})", local_entry))
+    every, enabled, disabled, sources = False, set[str](), set[str](), []
+    for source, data in said:
+        keys = ("enableAllProjectMcpServers", "enabledMcpjsonServers", "disabledMcpjsonServers")
+        if any(key in data for key in keys):
+            sources.append(source)
+        every = every or data.get("enableAllProjectMcpServers") is True
+        enabled.update(_names(data.get("enabledMcpjsonServers")))
+        disabled.update(_names(data.get("disabledMcpjsonServers")))
+    return Enablement(every, frozenset(enabled), frozenset(disabled), tuple(sources))
+
+
+# -- entries -------------------------------------------------------------------------------------------
+
+
+def _entry(name: str, entry: Any, scope: str, source: str, problems: list[str]) -> ServerConfig | None:
+    try:
+        return parse_entry(name, entry, scope=scope, source=source)
+    except EntryError as e:
+        problems.append(f"{source}: MCP server {name!r}: {e}; left out")
+        return None
+
+
+def parse_entry(name: str, entry: Any, *, scope: str, source: str) -> ServerConfig:
+    """One server entry, checked and expanded; raises ``EntryError``."""
+    if not SERVER_NAME.fullmatch(name) or "__" in name:
+        raise EntryError(
+            "a server's name must be 1-64 letters, digits, '-' or '_', without '__' (its tools are named"
+            " mcp__<server>__<tool>)"
+        )
+    if not isinstance(entry, dict):
+        raise EntryError("must be an object (command, args, env; or type http, url, headers)")
+    kind = entry.get("type", "http" if "url" in entry and "command" not in entry else "stdio")
+    if kind not in TRANSPORTS:
+        raise EntryError(f"type {json.dumps(kind)[:40]} is not one teamrt speaks ({', '.join(TRANSPORTS)})")
+    timeout = entry.get("timeout", _env_timeout())
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 86_400:
+        raise EntryError("timeout must be a number of seconds, above 0 and at most 86400")
+    if kind == "http":
+        url = _expand(_text(entry.get("url"), "url"), "url")
+        if not url.startswith(("http://", "https://")):
+            raise EntryError(f"url must start with http:// or https://, not {url[:60]!r}")
+        written = _strings(entry.get("headers"), "headers")
+        headers = {k: _expand(v, f"headers.{k}") for k, v in written.items()}
+        return ServerConfig(name, scope, source, kind, url=url, headers=headers, timeout=float(timeout))
+    command = _expand(_text(entry.get("command"), "command"), "command")
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise EntryError("args must be a list of strings")
+    env = {k: _expand(v, f"env.{k}") for k, v in _strings(entry.get("env"), "env").items()}
+    for key in env:
+        if not key or "=" in key or "\0" in key:
+            raise EntryError(f"env name {key!r} is not a variable name")
+    expanded = tuple(_expand(a, "args") for a in args)
+    return ServerConfig(name, scope, source, kind, command, expanded, env, timeout=float(timeout))
+
+
+def _text(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise EntryError(f"{key} must be a non-empty string")
+    return value
+
+
+def _strings(value: Any, key: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise EntryError(f"{key} must be an object of strings")
+    return value
+
+
+def _expand(text: str, key: str) -> str:
+    """``text`` with ``${VAR}`` and ``${VAR:-default}`` replaced from the environment."""
+
+    def value(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name.startswith(NEVER_PASSED):
+            raise EntryError(f"{key}: ${{{name}}} is teamrt's own credential and is never passed to a server")
+        found = os.environ.get(name)
+        if found is None and default is None:
+            raise EntryError(f"{key}: ${{{name}}} is not set (give a default with ${{{name}:-value}})")
+        return found if found is not None else default
+
+    expanded = _VARIABLE.sub(value, text)
+    if "\0" in expanded:
+        raise EntryError(f"{key} holds a NUL character")
+    return expanded
+
+
+def _env_timeout() -> float:
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        ms = float(raw)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return ms / 1000 if 0 < ms <= 86_400_000 else DEFAULT_TIMEOUT
+
+
+# -- agents' servers -------------------------------------------------------------------------------------
+
+
+def _agent_servers(
+    agents: Iterable[Any],
+    found: dict[str, ServerConfig],
+    trusted: bool,
+    blocked: dict[str, Blocked],
+    problems: list[str],
+) -> dict[str, dict[str, ServerConfig]]:
+    """Each agent file's inline servers, checked; a name it lists that no place configures is said."""
+    by_agent: dict[str, dict[str, ServerConfig]] = {}
+    inline_names: dict[str, ServerConfig] = {}
+    for definition in sorted(agents, key=lambda d: str(d.name)):
+        source = str(getattr(definition, "source", definition.name))
+        repository = getattr(definition, "scope", "") in ("project", "teamrt")
+        mine: dict[str, ServerConfig] = {}
+        for item in getattr(definition, "mcp_servers", ()):
+            if isinstance(item, str):
+                if item not in found and item not in blocked:
+                    problems.append(f"{source}: mcpServers names {item!r}, which no MCP configuration has")
+                continue
+            for name, entry in item.items():
+                config = _entry(name, entry, AGENT, source, problems)
+                if config is None:
+                    continue
+                if name in found or name in blocked:
+                    problems.append(
+                        f"{source}: MCP server {name!r} is defined already ({_first(name, found, blocked)});"
+                        " the agent uses that one"
+                    )
+                    continue
+                earlier = inline_names.get(name)
+                if earlier is not None and earlier != config:
+                    problems.append(
+                        f"{source}: MCP server {name!r} is defined differently in {earlier.source}; left out"
+                    )
+                    continue
+                if repository and not trusted:
+                    blocked[name] = Blocked(config, _UNTRUSTED)
+                    continue
+                inline_names[name] = config
+                mine[name] = config
+        if mine:
+            by_agent[definition.name] = mine
+    return by_agent
+
+
+def _first(name: str, found: dict[str, ServerConfig], blocked: dict[str, Blocked]) -> str:
+    config = found[name] if name in found else blocked[name].config
+    return config.source
+
+
+# -- trust -------------------------------------------------------------------------------------------------
+
+_UNTRUSTED = (
+    "it came with the repository, which you have not trusted as it is now: read it, then run teamrt trust"
+)
+
+
+def _refusal(config: ServerConfig, trusted: bool, enablement: Enablement) -> str | None:
+    """Why a ``.mcp.json`` server does not start, or None."""
+    if config.name in enablement.disabled:
+        return "disabled by disabledMcpjsonServers in your settings"
+    if trusted or enablement.all or config.name in enablement.enabled:
+        return None
+    return _UNTRUSTED
+
+
+def _trusted(project: Path, repository: Mapping[str, Any], problems: list[str]) -> bool:
+    from ..claudecode.trust import TrustError, is_mcp_trusted, mcp_digest
+
+    digest = mcp_digest(repository)
+    if digest is None:
+        return False
+    try:
+        return is_mcp_trusted(project, digest)
+    except TrustError as e:
+        problems.append(str(e))
+        return False
+
+
+def _tracked(project: Path, path: Path) -> bool:
+    """Whether git tracks ``path`` in ``project`` (True when git cannot say: the safe answer)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(project), "ls-files", "--error-unmatch", "--", str(path)],
+            capture_output=True, timeout=10, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    if done.returncode == 0:
+        return True
+    return b"not a git repository" not in done.stderr and b"did not match" not in done.stderr
+
+
+# -- reading -----------------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path, limit: int, problems: list[str], *, within: Path | None = None) -> dict[str, Any]:
+    """The JSON object in ``path`` ({} when there is none); a file that cannot be used is a problem line."""
+    try:
+        if within is not None and os.path.lexists(path):
+            real = Path(os.path.realpath(path))
+            if not real.is_relative_to(os.path.realpath(within)):
+                problems.append(f"{path}: a link to {real}, outside the project; not read")
+                return {}
+        head = read_head(path, limit + 1)
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        problems.append(f"{path}: {e.strerror or e}; not read")
+        return {}
+    if head is None or len(head[0]) > limit:
+        problems.append(f"{path}: not a regular file of at most {limit >> 20} MiB; not read")
+        return {}
+    try:
+        data = json.loads(head[0].decode("utf-8-sig"))
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
+        problems.append(f"{path}: not valid JSON ({str(e)[:80]}); not read")
+        return {}
+    if not isinstance(data, dict):
+        problems.append(f"{path}: must hold a JSON object; not read")
+        return {}
+    return data
+
+
+def _servers_of(
+    data: Mapping[str, Any] | None, key: str, source: str = "", problems: list[str] | None = None
+) -> dict[str, Any]:
+    value = (data or {}).get(key) or {}
+    if not isinstance(value, dict):
+        if problems is not None:
+            problems.append(f"{source}: {key} must be an object of servers by name; not read")
+        return {}
+    return value
+
+
+def _project_entry(user: Mapping[str, Any], project: Path) -> dict[str, Any]:
+    """``~/.claude.json``'s entry for ``project`` (by its path as given or resolved), or {}."""
+    projects = user.get("projects")
+    if not isinstance(projects, dict):
+        return {}
+    for key in (str(project), os.path.realpath(project)):
+        entry = projects.get(key)
+        if isinstance(entry, dict):
+            return entry
+    return {}
+
+
+def _names(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []

@@ -1,0 +1,119 @@
+"""``teamrt mcp``: the configured MCP servers, where each comes from, whether it starts, its state in a run,
+and (only when asked: it starts them) its tools."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..procs import is_running
+from ..tools.base import ToolContext
+from ..tools.policy import SandboxPolicy
+from .config import McpConfig, ServerConfig
+from .servers import EXITED, FAILED, PROCESS, STARTED, STOPPED, McpServers
+
+STATES = (STARTED, FAILED, EXITED, STOPPED)
+LIST_TIMEOUT = 30.0
+
+
+def describe(
+    config: McpConfig, *, events: Sequence[Any] | None = None, tools: dict[str, list[str]] | None = None
+) -> list[str]:
+    """The lines of ``teamrt mcp``: a server a paragraph. ``events``: a run's events (its servers' state);
+    ``tools``: each started server's tool names, or its error as the only line."""
+    lines: list[str] = []
+    servers = [(c, "yes") for c in config.all_servers.values()]
+    servers += [(b.config, f"no: {b.reason}") for b in config.blocked.values()]
+    for server, starts in sorted(servers, key=lambda s: s[0].name):
+        lines.append(f"{server.name}  {server.transport}: {server.where}")
+        lines.append(f"  from: {_scope(server)}, {server.source}")
+        lines.append(f"  starts: {starts}")
+        if events is not None:
+            lines.append(f"  in the run: {state_in_run(server.name, events)}")
+        if tools is not None and server.name in tools:
+            lines += [f"  {line}" for line in tools[server.name]]
+    for problem in config.problems:
+        lines.append(f"teamrt: warning: {problem}")
+    if not servers:
+        lines.insert(
+            0, "no MCP servers configured (.mcp.json, ~/.claude.json, the team file's [mcp.servers])"
+        )
+    return lines
+
+
+def state_in_run(name: str, events: Sequence[Any]) -> str:
+    """A server's state in a run, from its events."""
+    mine = [e for e in events if e.data.get("server") == name]
+    last = next((e for e in reversed(mine) if e.kind in STATES), None)
+    if last is None:
+        return "not started"
+    if last.kind == FAILED:
+        return f"failed: {last.data.get('error')}"
+    if last.kind == EXITED:
+        return f"exited: it {last.data.get('how')}" + (
+            "; started again when next called" if last.data.get("restart") else ""
+        )
+    if last.kind == STOPPED:
+        return "stopped with the run"
+    process = next((e for e in reversed(mine) if e.kind == PROCESS), None)
+    if process is None:
+        return f"running (attempt {last.data.get('attempt')})"
+    pid, start = process.data.get("pid"), process.data.get("start_time")
+    alive = isinstance(pid, int) and isinstance(start, int) and is_running(pid, start)
+    return (
+        f"running (pid {pid})" if alive else f"gone (pid {pid} ended without being stopped: the run crashed)"
+    )
+
+
+def list_tools(config: McpConfig, ctx: ToolContext) -> dict[str, list[str]]:
+    """Start every server that may start, list its tools, stop it: each server's tool lines."""
+
+    async def go() -> dict[str, list[str]]:
+        servers = McpServers(config, ctx, start_timeout=LIST_TIMEOUT)
+        try:
+            names = sorted(config.all_servers)
+            await servers.prepare(names)
+            found: dict[str, list[str]] = {}
+            for name in names:
+                state, error = servers.state(name)
+                tools = servers.tools([name])
+                if state != "running":
+                    found[name] = [f"tools: none, it {error}"]
+                    continue
+                found[name] = [f"tools ({len(tools)}):"] + [
+                    f"  {t.name}{' (read-only)' if t.read_only else ''}: {_first_line(t.description)}"
+                    for t in tools
+                ]
+                found[name] += [f"  {line}" for line in servers.refused(name)]
+            return found
+        finally:
+            await servers.close()
+
+    return asyncio.run(go())
+
+
+def listing_context(project: Path, run_dir: Path, policy: SandboxPolicy | None) -> ToolContext:
+    """Where ``teamrt mcp --tools`` starts stdio servers: the project, under ``policy`` (the team's)."""
+    from ..tools.protect import protected_paths
+
+    protected = protected_paths((project,), home=run_dir.parent.parent)
+    return ToolContext(
+        workspace=project, run_dir=run_dir, protected=protected, policy=policy or SandboxPolicy()
+    )
+
+
+def _scope(server: ServerConfig) -> str:
+    return {
+        "team": "the team file",
+        "local": "your settings for this project",
+        "project": "the project's .mcp.json",
+        "user": "your user settings",
+        "agent": "an agent file",
+    }.get(server.scope, server.scope)
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 100 else line[:97] + "..."
