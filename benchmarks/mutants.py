@@ -62,6 +62,7 @@ PROMISES = (
     "merge queue gates",
     "protected paths",
     "chaos checker",
+    "web and MCP",
 )
 FIELDS = ("name", "promise", "file", "find", "replace", "tests")
 # Not copied: environments, caches and run data; none of it is needed to run the tests.

@@ -94,6 +94,35 @@ def test_a_stdio_server_lists_its_tools_and_answers_fails_times_out_and_returns_
     within(60, lambda: asyncio.run(go()))
 
 
+@pytest.mark.skipif(not default_sandbox().confined, reason="needs bubblewrap: what the sandbox hides")
+def test_attack_a_server_in_a_hidden_place_sees_its_own_file_and_nothing_beside_it(
+    ws: Path, tmp_path: Path
+) -> None:
+    """The sandbox hides /tmp and the homes; a server whose script lives there (``python
+    ~/mcp/server.py``) still starts, its script shown read-only, and a file beside it stays hidden."""
+    hidden = tmp_path / "elsewhere"  # under /tmp (pytest's tmp_path): hidden in the sandbox
+    hidden.mkdir()
+    script = hidden / "server.py"
+    script.write_bytes(Path(SERVER).read_bytes())
+    (hidden / "secret.txt").write_text("do not read")
+
+    async def go() -> None:
+        servers = servers_of(ws, t={"command": sys.executable, "args": [str(script)]})
+        try:
+            await servers.prepare(["t"])
+            assert servers.state("t") == ("running", "")
+            tools = by_name(servers, "t")
+            own = await run(tools["mcp__t__read_note"], path=str(script))
+            assert not own.is_error and "def main() -> None:" in own.text
+            assert (await run(tools["mcp__t__read_note"], path=str(hidden / "secret.txt"))).is_error
+            assert (await run(tools["mcp__t__write_note"], path=str(script), text="planted")).is_error
+        finally:
+            await servers.close()
+
+    within(60, lambda: asyncio.run(go()))
+    assert "planted" not in script.read_text()
+
+
 @pytest.fixture
 def http_server() -> Iterator[str]:
     """tests/mcp_server.py over streamable HTTP on 127.0.0.1: its URL."""
@@ -412,6 +441,24 @@ def test_attack_an_untrusted_server_never_runs_in_a_run(tmp_path: Path, sim: Sim
     finally:
         reader.close()
     assert any("'evil'" in n and "teamrt trust" in n for n in notes)
+
+
+def test_a_run_says_at_its_start_which_servers_do_not_start_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from teamrt import home
+
+    project = repository(tmp_path)
+    monkeypatch.setenv(home.HOME_ENV, str(tmp_path / "home"))
+    marker = project / "ran"
+    write_json(project / ".mcp.json", {"mcpServers": {"evil": {"command": "touch", "args": [str(marker)]},
+                                                      "bad": {"type": "http"}}})  # fmt: skip
+    monkeypatch.chdir(project)
+    assert main(["run", "--model", "sim", "--prompt", "hi"]) == 0
+    err = capsys.readouterr().err
+    assert "teamrt: note: MCP server 'evil' (" in err and "run teamrt trust" in err
+    assert "teamrt: warning:" in err and "MCP server 'bad': url must be a non-empty string" in err
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize(

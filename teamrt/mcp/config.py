@@ -133,6 +133,21 @@ def user_config_path() -> Path:
     return claude_home() / USER_CONFIG if os.environ.get(CONFIG_DIR_ENV) else Path.home() / USER_CONFIG
 
 
+def mcp_config(project: Path, team: Any, definitions: Mapping[str, Any]) -> McpConfig:
+    """The servers of a run of ``team`` (a ``TeamFile``) in ``project`` with these agent definitions."""
+    return load_mcp_config(project, team.mcp_servers, definitions.values(), team_source=str(team.path))
+
+
+def mcp_notices(config: McpConfig) -> list[str]:
+    """What a run's start tells the person about its MCP servers: entries left out, and the repository's
+    servers that do not start (and how to let them)."""
+    blocked = [
+        f"teamrt: note: MCP server {b.config.name!r} ({b.config.source}) does not start: {b.reason}"
+        for b in config.blocked.values()
+    ]
+    return [*(f"teamrt: warning: {problem}" for problem in config.problems), *blocked]
+
+
 def load_mcp_config(
     project: Path,
     team_servers: Mapping[str, Mapping[str, Any]],

@@ -13,9 +13,12 @@ its own. The framing is the SDK's: one JSON-RPC message per line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -62,6 +65,15 @@ class Process:
         return f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
 
 
+def program_files(config: ServerConfig) -> tuple[Path, ...]:
+    """The server's own files, shown read-only in its sandbox even where the sandbox hides everything (your
+    home, ``/tmp``): its command when written as a path, and each argument that is the absolute path of an
+    existing file (``python /home/me/mcp/server.py``). Only these: the rest of a hidden place stays
+    hidden."""
+    named = [config.command, *config.args]
+    return tuple(Path(p) for p in named if os.path.isabs(p) and os.path.isfile(p))
+
+
 def argv(config: ServerConfig) -> str:
     """The server's command line as the sandbox's shell runs it: ``exec``, so the shell becomes it."""
     return "exec " + shlex.join([config.command, *config.args])
@@ -77,6 +89,7 @@ async def stdio_transport(
     import mcp_types
     from mcp.shared.message import SessionMessage
 
+    ctx = dataclasses.replace(ctx, extra_roots=(*ctx.extra_roots, *program_files(config)))
     command = sandbox.command(argv(config), ctx)
     cgroup = pidlimit.make(command.max_processes)
     started = command.argv if cgroup is None else pidlimit.enter(command.argv, cgroup)

@@ -34,7 +34,7 @@ from ..agents import AgentDefinition, choose_model, kept_definition
 from ..claudecode.memory import Memory, load_memory
 from ..claudecode.settings import ClaudeSettings, load_claude_settings
 from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
-from ..mcp.config import load_mcp_config
+from ..mcp.config import McpConfig, mcp_config
 from ..mcp.servers import NOTICE, PROCESS, McpServers, kill_leftover_servers
 from ..models import Model, is_sim, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
@@ -126,6 +126,7 @@ class Supervisor:
         claude: ClaudeSettings | None = None,
         memory: Memory | None = None,
         hooks: RunHooks | None = None,
+        mcp: McpConfig | None = None,
     ) -> None:
         """``models``: clients already open, by name; ``on_text``: where the lead's text streams;
         ``worktrees``: the run's worktree agents (None: the project is not a git repository);
@@ -152,7 +153,8 @@ class Supervisor:
         self.run_budget = run_budget(team.budget_tokens, team.budget_usd)
         self.asker = HumanAsker(store, policy=team.on_ask, wait_s=team.ask_wait)
         self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self)}
-        mcp = load_mcp_config(project, team.mcp_servers, definitions.values(), team_source=str(team.path))
+        if mcp is None:
+            mcp = mcp_config(project, team, definitions)
         self.mcp = McpServers(
             mcp, dataclasses.replace(self._tools_context("lead", None, None), env={}), store=store
         )

@@ -12,6 +12,7 @@ from ..agents import AgentDefinition, AgentScan, role_name, scan_definitions
 from ..agents.definitions import BUILTIN
 from ..claudecode.memory import Memory, load_memory
 from ..claudecode.settings import ClaudeSettings, load_claude_settings
+from ..mcp.config import McpConfig, mcp_config, mcp_notices
 from ..models import Model, default_model, open_model
 from ..models.catalog import resolve
 from ..models.registry import is_sim
@@ -231,6 +232,7 @@ async def run_team(
     models = check_start(team, project)
     claude, memory = read_claude_code(project, on_notice)
     hooks = load_hooks(project, on_notice)
+    mcp = read_mcp(project, team, definitions, on_notice)
     notice = sandbox_notice(team.sandbox)
     if notice is not None and on_notice is not None:
         on_notice(notice)
@@ -266,7 +268,7 @@ async def run_team(
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=definitions, project=project,
             settings=settings, models=models, on_text=on_text, worktrees=worktrees, claude=claude,
-            memory=memory, hooks=hooks,
+            memory=memory, hooks=hooks, mcp=mcp,
         )  # fmt: skip
         outcome = await supervisor.run(task)
         return _summary(run_id, outcome, store, team)
@@ -298,6 +300,7 @@ async def resume_run(
     tell_agents(scan, on_notice)
     claude, memory = read_claude_code(project, on_notice)
     hooks = load_hooks(project, on_notice)
+    mcp = read_mcp(project, team, scan.definitions, on_notice)
     store = open_store(run_dir, run_id)
     try:
         settings = load_settings()
@@ -314,7 +317,7 @@ async def resume_run(
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=scan.definitions, project=project,
             settings=settings, models=models, on_text=on_text, worktrees=worktrees, claude=claude,
-            memory=memory, hooks=hooks,
+            memory=memory, hooks=hooks, mcp=mcp,
         )  # fmt: skip
         outcome = await supervisor.resume()
         return _summary(run_id, outcome, store, team)
@@ -334,6 +337,17 @@ def read_claude_code(project: Path, on_notice: Notice | None) -> tuple[ClaudeSet
         for line in (*claude.warnings, *memory.warnings):
             on_notice(f"teamrt: warning: {line}")
     return claude, memory
+
+
+def read_mcp(
+    project: Path, team: TeamFile, definitions: dict[str, AgentDefinition], on_notice: Notice | None
+) -> McpConfig:
+    """The run's MCP servers, read once; what is left out or does not start said."""
+    config = mcp_config(project, team, definitions)
+    if on_notice is not None:
+        for line in mcp_notices(config):
+            on_notice(line)
+    return config
 
 
 def tell_agents(scan: AgentScan, on_notice: Notice | None) -> None:
