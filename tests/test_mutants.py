@@ -154,3 +154,26 @@ def test_a_failing_baseline_is_reported_and_no_mutant_is_tried(project: Path) ->
     assert result["baseline_failed"] == ["tests/test_broken.py::test_broken"]
     assert (result["caught"], result["survived"]) == (0, [])
     assert "baseline FAILED" in out
+
+
+def test_every_curated_mutant_still_applies_to_the_code_as_it_is() -> None:
+    """A change to the code can leave a mutant's ``find`` matching nothing, and the gate would call it
+    invalid only when someone runs it: each must still apply, once, and compile."""
+    import importlib.util
+    from collections import Counter
+
+    spec = importlib.util.spec_from_file_location("mutants_script", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    gate = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gate  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(gate)
+    finally:
+        del sys.modules[spec.name]
+    root = SCRIPT.parent.parent
+    mutants = [gate.parse(i, e) for i, e in enumerate(gate.load(root / "benchmarks" / "mutants.toml"))]
+    names = Counter(m.name for m in mutants)
+    for mutant in mutants:
+        gate.validate(mutant, root, names)
+    assert len(mutants) >= 100
+    assert [(m.name, m.problem) for m in mutants if m.problem] == []

@@ -360,6 +360,19 @@ with SimServer({{"lead": lead}}) as sim:
 """
 
 
+def resumed(store: Any, run_dir: Path, project: Path, sim: SimServer) -> Any:
+    """The outcome of resuming the run kept in ``store``, its team file in ``project``, on ``sim``."""
+
+    async def go() -> Any:
+        supervisor = Supervisor(
+            store=store, run_dir=run_dir, team=load_team_file(project / "team.toml", project=project),
+            definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
+        )  # fmt: skip
+        return await asyncio.wait_for(supervisor.resume(), 60)
+
+    return asyncio.run(go())
+
+
 def test_search_blocks_survive_the_store_a_kill_and_the_resume(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
@@ -393,15 +406,7 @@ def test_search_blocks_survive_the_store_a_kill_and_the_resume(tmp_path: Path) -
         assert "https://docs.example.org/sqlite/locking" in shown.more
 
         with SimServer({"lead": lead}, record=True) as sim:
-
-            async def go() -> Any:
-                supervisor = Supervisor(
-                    store=store, run_dir=run_dir, team=load_team_file(project / "team.toml", project=project),
-                    definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
-                )  # fmt: skip
-                return await asyncio.wait_for(supervisor.resume(), 60)
-
-            outcome = asyncio.run(go())
+            outcome = resumed(store, run_dir, project, sim)
         assert outcome.status == "done" and outcome.answer.startswith("Reported")
         [(_, body)] = sim.bodies
         replayed = raw_items(dict(raw_members(body.decode()))["messages"])[1]
@@ -520,15 +525,7 @@ def test_a_paused_turn_kept_before_a_kill_goes_on_after_the_resume(tmp_path: Pat
     asyncio.run(crashed())
     try:
         with SimServer({"lead": pauser}, record=True) as sim:
-
-            async def go() -> Any:
-                supervisor = Supervisor(
-                    store=store, run_dir=run_dir, team=load_team_file(project / "team.toml", project=project),
-                    definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
-                )  # fmt: skip
-                return await asyncio.wait_for(supervisor.resume(), 60)
-
-            outcome = asyncio.run(go())
+            outcome = resumed(store, run_dir, project, sim)
         assert outcome.status == "done" and outcome.answer == "found Prompt caching"
         [(_, body)] = sim.bodies
         assert json.loads(body)["messages"][-1]["role"] == "assistant"
