@@ -40,6 +40,8 @@ class ModelInfo:
     """Prompts of more than this many input tokens are billed at ``long_context_price``."""
     long_context_price: Price | None = None
     context_window: int = 200_000
+    max_output_tokens: int = 64_000
+    """The most ``max_tokens`` a request to this model may ask for (the API refuses more)."""
 
 
 def _p(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
