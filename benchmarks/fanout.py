@@ -31,6 +31,7 @@ from teamrt.agents import load_definitions
 from teamrt.models import Reply, Usage, lookup
 from teamrt.models.pricing import cost_usd
 from teamrt.models.sim import SimRequest, SimServer
+from teamrt.models.tokens import message_blocks
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import load_team_file
 from teamrt.settings import Settings
@@ -70,21 +71,21 @@ def team_project(base: Path) -> Path:
 
 def lead_policy(mode: str) -> Any:
     def lead(request: SimRequest) -> Reply:
-        if request.calls("spawn_agent"):
+        spawned = request.calls("spawn_agent")
+        if mode == "fresh" and spawned < CHILDREN:  # one per turn: five contexts exceed one turn's output
+            task = "\n".join(b["text"] for b in message_blocks(request.messages[0]) if b["type"] == "text")
+            directive = task + f"\n\nStudy part {spawned}."
+            return Reply().call(
+                "spawn_agent",
+                {"kind": "team", "role": f"analyst{spawned}", "directives": [directive], "wait": False},
+            )
+        if spawned:
             return Reply().say("done")
         reply = Reply()
         if mode == "forks":
             return reply.call(
                 "spawn_agent", {"kind": "fork", "directives": [f"Study part {i}." for i in range(CHILDREN)]}
             )
-        if mode == "fresh":
-            for i in range(CHILDREN):
-                directive = request.last_user_text + f"\n\nStudy part {i}."
-                reply.call(
-                    "spawn_agent",
-                    {"kind": "team", "role": f"analyst{i}", "directives": [directive], "wait": False},
-                )
-            return reply
         kind = "fork" if mode == "fork-latency" else "team"
         for i in range(SPAWNS):
             role = {} if kind == "fork" else {"role": f"analyst{i % CHILDREN}", "wait": False}
@@ -114,8 +115,8 @@ async def scenario(base: Path, mode: str) -> tuple[list[Usage], list[float]]:
             start = asyncio.get_running_loop().time()
             member = await add(*args, **kwargs)
             created[member.name] = start
-            if member.name == "lead":  # room to write the context into five spawn calls ("fresh")
-                member.loop.spec.max_tokens = 128_000
+            if member.name == "lead":  # room to write the context into a spawn call ("fresh"): sim's limit
+                member.loop.spec.max_tokens = 64_000
             return member
 
         supervisor._add = timed_add  # type: ignore[method-assign]
@@ -123,6 +124,7 @@ async def scenario(base: Path, mode: str) -> tuple[list[Usage], list[float]]:
             outcome = await supervisor.run(context_text())
             assert outcome.status == "done", outcome
             children = [a for a in store.reader.agents() if a.kind != "lead"]
+            assert len(children) == (CHILDREN if mode in ("forks", "fresh") else SPAWNS), children
             usages = [
                 Usage(a.usage.input_tokens, 0, a.usage.cache_creation_tokens, a.usage.cache_read_tokens)
                 for a in children

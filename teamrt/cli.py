@@ -20,6 +20,7 @@ from .settings import SettingsError
 if TYPE_CHECKING:
     from .agents import AgentDefinition
     from .models.catalog import ModelInfo, Price
+    from .runs import Prices
     from .runtime.teamrun import RunSummary
     from .store import RunRecord
 
@@ -263,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--full", action="store_true", help="show answers and tasks whole")
     show.add_argument(
         "--json", action="store_true", help="print the run as one JSON object (answers and tasks whole)"
+    )
+    show.add_argument(
+        "--prices",
+        metavar="FILE",
+        type=Path,
+        help='also its cost at the prices of FILE: [prices."<model>"] tables, as in the settings file',
     )
     logs = commands.add_parser(
         "logs",
@@ -779,7 +786,8 @@ def _inspect(args: argparse.Namespace) -> int:
         if args.command == "show" and args.json:
             _print_json(runs.show_json(run_dir, args.run))
         elif args.command == "show":
-            print("\n".join(runs.render_show(run_dir, args.run, full=args.full)))
+            prices = _prices_file(args.prices) if args.prices is not None else None
+            print("\n".join(runs.render_show(run_dir, args.run, full=args.full, prices=prices)))
         elif args.command == "send":
             msg, status = runs.send(run_dir, args.run, args.agent, args.text)
             print(msg.id)
@@ -1034,8 +1042,8 @@ def _mcp(args: argparse.Namespace) -> int:
 
 
 def _list_models(as_json: bool = False) -> int:
-    """``models``: the price table, as text or (``as_json``) one JSON array."""
-    from .models.catalog import SOURCE, SOURCE_DATE
+    """``models``: the price and limits table, as text or (``as_json``) one JSON array."""
+    from .models.catalog import CATALOG_VERSION, SOURCE, SOURCE_DATE
     from .models.pricing import with_overrides
     from .settings import load_settings, settings_path
 
@@ -1044,29 +1052,40 @@ def _list_models(as_json: bool = False) -> int:
     if as_json:
         _print_json([_model_json(name, info, name in settings.prices) for name, info in table.items()])
         return 0
-    header = ("input", 8), ("output", 8), ("write 5m", 10), ("write 1h", 10), ("read", 8), ("min cache", 11)
+    header = (
+        ("input", 8), ("output", 8), ("write 5m", 10), ("write 1h", 10), ("read", 8), ("min cache", 11),
+        ("max out", 9), ("window", 11),
+    )  # fmt: skip
     print(f"{'model':22}" + "".join(f"{title:>{width}}" for title, width in header))
     for name, info in table.items():
         p = info.price
         mark = " *" if name in settings.prices else ""
         print(
             f"{name:22}{p.input:>8g}{p.output:>8g}{p.cache_write_5m:>10g}{p.cache_write_1h:>10g}"
-            f"{p.cache_read:>8g}{info.min_cache_tokens:>11}{mark}"
+            f"{p.cache_read:>8g}{info.min_cache_tokens:>11}{info.max_output_tokens:>9,}{info.context_window:>11,}"
+            f"{mark}"
         )
-        if info.long_context_price is not None and name not in settings.prices:
+        if info.long_context_price is not None:
             q = info.long_context_price
             print(
                 f"{'  over ' + format(info.long_context_from, ','):22}{q.input:>8g}{q.output:>8g}"
                 f"{q.cache_write_5m:>10g}{q.cache_write_1h:>10g}{q.cache_read:>8g}"
             )
-    print(f"USD per million tokens; {SOURCE}, as read on {SOURCE_DATE}.")
-    print(f"* from {settings_path()}" if settings.prices else f"Override or add prices in {settings_path()}.")
-    print("sim bills like claude-sonnet-5-5; sim:<model> like <model>.")
+    print(
+        f"USD per million tokens; prices and limits from teamrt's catalog (version {CATALOG_VERSION}:"
+        f" {SOURCE}, as read on {SOURCE_DATE}) unless marked *."
+    )
+    for name, info in settings.prices.items():
+        print(f"* {name}: {info.source}")
+    if not settings.prices:
+        print(f"Override any figure or add models in {settings_path()}.")
+    print("Every cost teamrt shows is an estimate at these prices, not Anthropic's bill.")
+    print("sim bills like claude-sonnet-5-5; sim:<model> like <model>. --json gives each model's source.")
     return 0
 
 
 def _model_json(name: str, info: ModelInfo, overridden: bool) -> dict[str, object]:
-    """One model of ``models --json``: prices in USD per million tokens."""
+    """One model of ``models --json``: prices in USD per million tokens, limits in tokens."""
     import dataclasses
 
     def prices(p: Price) -> dict[str, float]:
@@ -1078,8 +1097,21 @@ def _model_json(name: str, info: ModelInfo, overridden: bool) -> dict[str, objec
         **prices(info.price),
         "min_cache_tokens": info.min_cache_tokens,
         "long_context": None if long is None else {"over_tokens": info.long_context_from, **prices(long)},
+        "context_window": info.context_window,
+        "max_output_tokens": info.max_output_tokens,
+        "sampling": info.sampling,
+        "source": info.source,
         "from_settings": overridden,
     }
+
+
+def _prices_file(path: Path) -> Prices:
+    """``show --prices FILE``: the catalog with FILE laid over it (a bad file raises ``SettingsError``)."""
+    from .models.pricing import with_overrides
+    from .runs import Prices
+    from .settings import load_prices_file
+
+    return Prices(with_overrides(load_prices_file(path)), str(path))
 
 
 if __name__ == "__main__":

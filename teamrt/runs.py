@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,7 +25,10 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from .mailbox import Mailbox, Message, is_name
 from .mailbox.message import preview
+from .models.catalog import SOURCE_DATE, ModelInfo
+from .models.pricing import cost_for
 from .models.registry import is_sim
+from .models.types import Usage as ModelUsage
 from .runtime.asking import ANSWERED, ASK, USER
 from .store import (
     AgentRecord,
@@ -295,14 +298,53 @@ def read_shown(run_dir: Path, run_id: str) -> Shown:
         )  # fmt: skip
 
 
-def render_show(run_dir: Path, run_id: str, now: float | None = None, *, full: bool = False) -> list[str]:
+@dataclass(frozen=True)
+class Prices:
+    """Prices to recompute a run's cost at: the catalog with a prices file laid over it."""
+
+    table: Mapping[str, ModelInfo]
+    source: str
+    """Where they come from, as shown: ``prices.toml``."""
+
+
+_RECOMPUTED = " (cache writes at the 5-minute rate; web searches not counted)"
+
+
+def recomputed_cost(shown: Shown, table: Mapping[str, ModelInfo]) -> float:
+    """What the run's model calls cost at ``table``'s prices, turn by turn (a model without a price: 0).
+
+    The store keeps neither the 1-hour share of cache writes nor web searches, so this is the
+    estimate ``_RECOMPUTED`` says it is."""
+    models = {a.name: a.model for a in shown.agents}
+    total = 0.0
+    for agent, turns in shown.turns.items():
+        for turn in turns:
+            u = turn.usage
+            if not u.total_tokens:
+                continue
+            usage = ModelUsage(
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cache_creation_input_tokens=u.cache_creation_tokens,
+                cache_read_input_tokens=u.cache_read_tokens,
+            )
+            total += cost_for(turn.model or models.get(agent, ""), usage, table) or 0.0
+    return total
+
+
+def render_show(
+    run_dir: Path, run_id: str, now: float | None = None, *, full: bool = False, prices: Prices | None = None
+) -> list[str]:
     """The run's header, its agent tree, each agent's last answer and the task list; ``full``: answers
-    and tasks whole, else cut to ``SHOWN_LINES`` lines."""
+    and tasks whole, else cut to ``SHOWN_LINES`` lines; ``prices``: also its cost at those prices."""
     now = time.time() if now is None else now
     shown = read_shown(run_dir, run_id)
     run, status = shown.run, shown.status
     more = f"teamrt show {run.id} --full"
     lines = _header(run, status, now, shown.sandbox, more=None if full else more)
+    if prices is not None:
+        usd = recomputed_cost(shown, prices.table)
+        lines.append(f"         {money(usd, simulated(run))} at the prices of {prices.source}{_RECOMPUTED}")
     tree = agent_tree(shown.agents)
     if not tree:
         return [*lines, "", "agents: none yet"]
@@ -480,7 +522,8 @@ def _header(
         f"workdir  {run.workdir}",
         *([f"sandbox  {describe_sandbox(sandbox)}"] if sandbox is not None else []),
         f"started  {started} ({age_text(now - run.created_at)} ago); {ran}",
-        f"tokens   {prompt:,} in ({share:.0%} read from cache), {u.output_tokens:,} out",
+        f"tokens   {prompt:,} in ({share:.0%} read from cache), {u.output_tokens:,} out; costs are estimates"
+        f" at the prices of {SOURCE_DATE} or your settings (teamrt models)",
     ]
     budgets = [budget_text(run.budget_usd)] if run.budget_usd is not None else []
     budgets += [f"{run.budget_tokens:,} tokens"] if run.budget_tokens is not None else []

@@ -13,12 +13,22 @@
     [run]
     budget_usd = 5.0        # the hard budget of a run on Claude that sets none (sim runs get none)
 
-    [prices."claude-sonnet-5-5"]   # USD per million tokens; replaces the built-in price
-    input = 2.0
-    output = 10.0
-    cache_write_5m = 2.5
-    cache_write_1h = 4.0
-    cache_read = 0.2
+    [prices."claude-sonnet-5-5"]   # any field of the built-in catalog; the rest stay built-in
+    cache_read = 0.1        # USD per million tokens
+    max_output_tokens = 32000
+    source = "our invoice of 2026-11"   # where these figures come from (default: this file)
+
+    [prices."qwen3-coder"]  # a model the catalog lacks: every price is required
+    input = 0.5
+    output = 1.0
+    cache_write_5m = 0.0
+    cache_write_1h = 0.0
+    cache_read = 0.0
+
+A model's fields are those of ``teamrt/models/catalog.toml``: the five prices, ``min_cache_tokens``,
+``context_window``, ``max_output_tokens``, ``sampling``, ``source`` and a ``long_context`` table
+(``above_tokens`` and five prices). Setting a price drops the built-in long-context band unless the
+table gives its own.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # teamrt.models imports this module; the catalog is imported when a file is read
-    from .models.catalog import Price
+    from .models.catalog import ModelInfo
 
 SETTINGS_ENV = "TEAMRT_SETTINGS"
 
@@ -62,7 +72,8 @@ class RunSettings:
 class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
     run: RunSettings = field(default_factory=RunSettings)
-    prices: dict[str, Price] = field(default_factory=dict)
+    prices: dict[str, ModelInfo] = field(default_factory=dict)
+    """The settings' ``[prices]``, each laid over its built-in entry."""
 
 
 def settings_path() -> Path:
@@ -75,15 +86,11 @@ def settings_path() -> Path:
 
 def load_settings(path: Path | None = None) -> Settings:
     """The settings at ``path`` (default ``settings_path()``); defaults when the file is absent."""
-    from .models.catalog import Price
-
     path = settings_path() if path is None else path
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = _read(path, "settings file")
     except FileNotFoundError:
         return Settings()
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SettingsError(f"settings file {path}: {e}") from e
     unknown = set(raw) - {"model", "run", "prices"}
     if unknown:
         raise SettingsError(f"settings file {path}: unknown section {sorted(unknown)[0]!r}")
@@ -91,17 +98,45 @@ def load_settings(path: Path | None = None) -> Settings:
     run = _section(path, "run", raw.get("run", {}), RunSettings)
     if run.budget_usd <= 0:
         raise SettingsError(f"settings file {path}: [run] budget_usd must be above 0")
-    prices_raw = raw.get("prices", {})
-    if not isinstance(prices_raw, dict):
-        raise SettingsError(f"settings file {path}: [prices] must be a table of models")
-    prices = {
-        name: _section(path, f"prices.{name}", table, Price, required=True)
-        for name, table in prices_raw.items()
-    }
+    prices = _prices(path, raw.get("prices", {}), "settings file")
     return Settings(model=model, run=run, prices=prices)
 
 
-def _section(path: Path, name: str, table: Any, cls: Any, *, required: bool = False) -> Any:
+def load_prices_file(path: Path) -> dict[str, ModelInfo]:
+    """A prices file (``teamrt show --prices``): ``[prices."<model>"]`` tables as in the settings file."""
+    what = "prices file"
+    try:
+        raw = _read(path, what)
+    except FileNotFoundError as e:
+        raise SettingsError(f"{what} {path}: no such file") from e
+    unknown = set(raw) - {"prices"}
+    if unknown:
+        only = '(only [prices."<model>"])'
+        raise SettingsError(f"{what} {path}: unknown section {sorted(unknown)[0]!r} {only}")
+    if not raw.get("prices"):
+        raise SettingsError(f'{what} {path}: no [prices."<model>"] table')
+    return _prices(path, raw["prices"], what)
+
+
+def _read(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise SettingsError(f"{what} {path}: {e}") from e
+
+
+def _prices(path: Path, raw: Any, what: str) -> dict[str, ModelInfo]:
+    from .models.catalog import CATALOG, CatalogError, prices_table
+
+    try:
+        return prices_table("prices", raw, CATALOG, f"{what} {path}")
+    except CatalogError as e:
+        raise SettingsError(f"{what} {path}: {e}") from e
+
+
+def _section(path: Path, name: str, table: Any, cls: Any) -> Any:
     if not isinstance(table, dict):
         raise SettingsError(f"settings file {path}: [{name}] must be a table")
     names = {f.name for f in fields(cls)}
@@ -115,7 +150,5 @@ def _section(path: Path, name: str, table: Any, cls: Any, *, required: bool = Fa
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise SettingsError(f"settings file {path}: [{name}] {key} must be a number of 0 or more")
-    if required and names - set(table):
-        raise SettingsError(f"settings file {path}: [{name}] lacks {sorted(names - set(table))[0]!r}")
     converters: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "str": str.strip}
     return cls(**{k: converters[str(kinds[k])](v) for k, v in table.items()})

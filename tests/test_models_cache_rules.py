@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from teamrt.models import ModelRequest, lookup
+from teamrt.models import ModelRequest, ModelResponse, lookup, open_model
 from teamrt.models.params import request_params
-from teamrt.models.sim import CacheLedger, render
+from teamrt.models.sim import CacheLedger, SimServer, render
 from teamrt.models.sim.validate import SimInvalidRequest, validate
 
 BLOCK_TEXT = "a" * 375  # with its JSON wrapping, a text block of exactly 100 tokens
@@ -113,6 +115,7 @@ def test_cache_rules(name: str) -> None:
         info = lookup(step.model)
         assert info is not None
         outcome = ledger.account(render(params), info.min_cache_tokens, step.at)
+        ledger.begin(outcome, step.at)
         got = (outcome.cache_read, outcome.cache_write_5m, outcome.cache_write_1h, outcome.input_tokens)
         assert got == step.expect, f"{name}, request {i + 1}"
 
@@ -191,3 +194,66 @@ def test_without_system_the_tools_carry_the_prefix_breakpoint_and_1h_is_kept() -
     params = request_params(request)
     assert _marked(params) == ["tools.0", "messages.0.0"]
     assert params["tools"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+def test_an_entry_is_invisible_to_others_until_the_writing_response_begins() -> None:
+    ledger = CacheLedger()
+    params = body(*blocks(12, marks={11: "5m"}))
+    first = ledger.account(render(params), 1024, 0.0)
+    second = ledger.account(render(params), 1024, 0.5)
+    assert (first.cache_write_5m, second.cache_write_5m, second.cache_read) == (1200, 1200, 0)
+    ledger.begin(first, 1.0)
+    assert ledger.account(render(params), 1024, 1.5).cache_read == 1200
+    failed = CacheLedger()
+    failed.account(render(params), 1024, 0.0)  # its response never began (the request failed)
+    assert failed.account(render(params), 1024, 1.0).cache_write_5m == 1200
+
+
+def test_reading_a_longer_entry_refreshes_the_shorter_entries_it_covers() -> None:
+    system = blocks(12, marks={11: "5m"})
+    ledger = CacheLedger()
+
+    def at(now: float, *conversation: dict[str, Any]) -> tuple[int, int]:
+        outcome = ledger.account(render(body(*system, *conversation)), 1024, now)
+        ledger.begin(outcome, now)
+        return outcome.cache_read, outcome.cache_write_5m
+
+    turn = text("5m", "t" * 375)
+    assert at(0.0) == (0, 1200), "the system prompt's entry"
+    assert at(100.0, turn) == (1200, 100), "the first turn's entry, reading the system's"
+    assert at(350.0, turn) == (1300, 0), "the turn's entry read at 350 s"
+    assert at(640.0, text("5m", "u" * 375)) == (1200, 100), "the system's entry was refreshed at 350 s"
+
+
+def _burst_request(i: int) -> ModelRequest:
+    """A teammate's first request: the shared system prompt (cached), then a task of its own."""
+    return ModelRequest(
+        model="sim", system="You review code. " * 400, max_tokens=50,
+        messages=[{"role": "user", "content": f"Review part {i}."}],
+    )  # fmt: skip
+
+
+def test_a_burst_with_the_same_prefix_is_billed_as_writes_until_a_response_begins(sim: SimServer) -> None:
+    """Five requests with the same prefix at one moment each write it, as on the API; a sixth, sent after
+    their responses began, reads it. Holding the responses makes "at one moment" exact."""
+
+    async def go() -> tuple[list[ModelResponse], ModelResponse]:
+        model = open_model("sim", sim=sim)
+        try:
+            sim.hold_responses()
+            burst = asyncio.gather(*(model.complete(_burst_request(i)) for i in range(5)))
+            deadline = time.monotonic() + 30  # bounds a hang only
+            while len(sim.calls) < 5:
+                assert time.monotonic() < deadline, f"{len(sim.calls)} of 5 requests arrived"
+                await asyncio.sleep(0.005)
+            sim.release_responses()
+            return await burst, await model.complete(_burst_request(5))
+        finally:
+            await model.aclose()
+
+    burst, after = asyncio.run(go())
+    system, own = after.usage.cache_read_input_tokens, after.usage.cache_creation_input_tokens
+    assert system > 1024 and own > 0, "the sixth reads the system prompt and writes its own task"
+    assert [(r.usage.cache_read_input_tokens, r.usage.cache_creation_input_tokens) for r in burst] == [
+        (0, system + own)
+    ] * 5, "each of the five writes the system prompt"

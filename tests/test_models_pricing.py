@@ -80,7 +80,7 @@ def test_settings_override_and_extend_prices(tmp_path: Path) -> None:
     assert cost_for("claude-sonnet-4-5", Usage(input_tokens=300_000), table) == pytest.approx(0.3), (
         "no long tier"
     )
-    assert settings.prices["qwen3-coder"] == Price(0.5, 1, 0, 0, 0)
+    assert settings.prices["qwen3-coder"].price == Price(0.5, 1, 0, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -116,9 +116,12 @@ def test_teamrt_models_lists_prices_with_overrides(
     monkeypatch.setenv("TEAMRT_SETTINGS", str(path))
     assert main(["models"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^claude-opus-4-1\s+15\s+75\s+18\.75\s+30\s+1\.5\s+1024$", out, re.MULTILINE)
-    assert re.search(r"^local-llm\s+0\s+0\s+0\s+0\s+0\s+1024 \*$", out, re.MULTILINE)
-    assert SOURCE_DATE in out and str(path) in out
+    assert re.search(
+        r"^claude-opus-4-1\s+15\s+75\s+18\.75\s+30\s+1\.5\s+1024\s+32,000\s+200,000$", out, re.MULTILINE
+    )
+    assert re.search(r"^local-llm\s+0\s+0\s+0\s+0\s+0\s+1024\s+64,000\s+200,000 \*$", out, re.MULTILINE)
+    assert f"as read on {SOURCE_DATE}" in out and f"* local-llm: settings file {path}" in out
+    assert "estimate at these prices" in out
 
 
 def test_teamrt_models_with_a_bad_settings_file_is_one_line(
@@ -130,3 +133,33 @@ def test_teamrt_models_with_a_bad_settings_file_is_one_line(
     assert main(["models"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "stall_seconds must be a number of 0 or more" in err
+
+
+def test_an_override_may_change_any_field_and_keeps_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text(
+        '[prices."claude-haiku-5-5"]\nmax_output_tokens = 1000\nsource = "our invoice"\n\n'
+        '[prices."claude-sonnet-5-5"]\ncache_read = 0.1\n'
+    )
+    table = with_overrides(load_settings(path).prices)
+    haiku = table["claude-haiku-5-5"]
+    assert (haiku.max_output_tokens, haiku.source, haiku.long_context_from) == (1000, "our invoice", 100_000)
+    sonnet = table["claude-sonnet-5-5"]
+    assert (sonnet.price.cache_read, sonnet.price.input, sonnet.context_window) == (0.1, 2, 1_000_000)
+    assert sonnet.source == f"settings file {path}"
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ('[prices."claude-opus-5"]\nmax_output_tokens = 0\n', "max_output_tokens must be a whole number"),
+        ('[prices."claude-opus-5"]\nwindow = 5\n', "has no setting 'window'"),
+        ('[prices."claude-opus-5".long_context]\ninput = 1\n', "lacks 'above_tokens'"),
+    ],
+)
+def test_a_bad_override_is_one_clear_error(tmp_path: Path, text: str, complaint: str) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text(text)
+    with pytest.raises(SettingsError, match=complaint) as caught:
+        load_settings(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)

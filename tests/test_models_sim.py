@@ -22,6 +22,9 @@ def request(messages: list[dict[str, Any]], *, system: str = PREFIX, **kw: Any) 
     )
 
 
+READ = [{"name": "read", "description": "read a file", "input_schema": {"type": "object", "properties": {}}}]
+
+
 def reader(req: SimRequest) -> Reply:
     """Reads a file, then reports what the read returned."""
     if not req.tool_outcomes:
@@ -63,7 +66,7 @@ def test_text_streams_to_the_callback(sim: SimServer) -> None:
 def test_tool_use_round_trip(sim: SimServer) -> None:
     sim.policies["worker"] = reader
     first_messages: list[dict[str, Any]] = [{"role": "user", "content": "What is in notes.txt?"}]
-    first = complete(sim, request(first_messages))
+    first = complete(sim, request(first_messages, tools=READ))
     assert first.stop_reason == "tool_use"
     [call] = first.tool_uses
     assert call["name"] == "read" and call["input"] == {"path": "notes.txt"}
@@ -75,7 +78,8 @@ def test_tool_use_round_trip(sim: SimServer) -> None:
                 *first_messages,
                 {"role": "assistant", "content": first.content},
                 {"role": "user", "content": [result]},
-            ]
+            ],
+            tools=READ,
         ),
     )
     assert second.stop_reason == "end_turn"
@@ -85,14 +89,14 @@ def test_tool_use_round_trip(sim: SimServer) -> None:
 def test_a_missing_tool_result_is_rejected_like_the_api_does(sim: SimServer) -> None:
     sim.policies["worker"] = reader
     first_messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-    first = complete(sim, request(first_messages))
+    first = complete(sim, request(first_messages, tools=READ))
     broken = [
         *first_messages,
         {"role": "assistant", "content": first.content},
         {"role": "user", "content": "hi"},
     ]
     with pytest.raises(ModelBadRequest) as caught:
-        complete(sim, request(broken))
+        complete(sim, request(broken, tools=READ))
     assert caught.value.status == 400 and caught.value.error_type == "invalid_request_error"
     assert "without `tool_result`" in str(caught.value)
 
@@ -100,7 +104,7 @@ def test_a_missing_tool_result_is_rejected_like_the_api_does(sim: SimServer) -> 
 def test_thinking_blocks_come_back_unchanged_and_a_changed_byte_is_refused(sim: SimServer) -> None:
     sim.policies["worker"] = reader
     first_messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-    first = complete(sim, request(first_messages))
+    first = complete(sim, request(first_messages, tools=READ))
     thinking = first.content[0]
     assert thinking["type"] == "thinking" and thinking["thinking"] == "I need the file first."
     assert thinking["signature"]
@@ -110,12 +114,12 @@ def test_thinking_blocks_come_back_unchanged_and_a_changed_byte_is_refused(sim: 
         {"role": "assistant", "content": first.content},
         {"role": "user", "content": [result]},
     ]
-    assert complete(sim, request(history)).stop_reason == "end_turn"  # the signature checks out
+    assert complete(sim, request(history, tools=READ)).stop_reason == "end_turn"  # the signature checks out
     tampered = [dict(b) for b in first.content]
     tampered[0]["thinking"] = "I need the file first!"
     history[1] = {"role": "assistant", "content": tampered}
     with pytest.raises(ModelBadRequest, match="signature"):
-        complete(sim, request(history))
+        complete(sim, request(history, tools=READ))
 
 
 def test_same_prefix_is_read_from_cache_and_a_changed_byte_is_not(sim: SimServer) -> None:

@@ -137,7 +137,7 @@ class AnthropicModel:
     async def count_tokens(self, request: ModelRequest) -> int:
         params = request_params(request)
         params.pop("max_tokens")
-        params.pop("temperature", None)
+        params.pop("extra_body", None)  # temperature, where the model takes it
         params.pop("stop_sequences", None)
         try:
             result = await self._client.messages.count_tokens(**params)

@@ -1,24 +1,30 @@
-"""What teamrt knows about each Claude model: its prices and its minimum cacheable prefix.
+"""What teamrt knows about each Claude model: its prices, its limits and its minimum cacheable prefix.
 
-Prices are USD per million tokens, from Anthropic's pricing page and model
-overview pages as read on ``SOURCE_DATE``; override or extend them in the
-settings file (see ``teamrt.settings``). A model id matches its entry with a
-snapshot date, ``-0`` or ``-latest`` after it: ``claude-opus-4-1-20250805`` is
-``claude-opus-4-1`` and ``claude-opus-4-0`` is ``claude-opus-4``, but
-``claude-opus-4-10`` is unknown.
+The figures live in ``catalog.toml`` beside this module (USD per million
+tokens, as read on ``SOURCE_DATE``, with where each came from); override or
+extend them in the settings file (see ``teamrt.settings``). A model id matches
+its entry with a snapshot date, ``-0`` or ``-latest`` after it:
+``claude-opus-4-1-20250805`` is ``claude-opus-4-1`` and ``claude-opus-4-0`` is
+``claude-opus-4``, but ``claude-opus-4-10`` is unknown.
 
 The minimum cacheable prefix is the length under which the API neither
-writes nor reads a cache entry. Where no published figure was found for a
-model, the value of its predecessor is used and marked so.
+writes nor reads a cache entry.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from importlib import resources
+from typing import Any
 
-SOURCE_DATE = "2026-11-22"
-SOURCE = "Anthropic pricing page and model overview pages"
+CATALOG_FILE = "catalog.toml"
+
+
+class CatalogError(ValueError):
+    """A prices table cannot be used; the message names the table and the problem, on one line."""
 
 
 @dataclass(frozen=True)
@@ -42,56 +48,108 @@ class ModelInfo:
     context_window: int = 200_000
     max_output_tokens: int = 64_000
     """The most ``max_tokens`` a request to this model may ask for (the API refuses more)."""
+    sampling: bool = True
+    """False: the model refuses a non-default ``temperature``, so teamrt never sends one."""
+    source: str = ""
+    """Where the figures come from: the built-in file's note, or the settings file that set them."""
 
 
-def _p(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Price:
-    return Price(input, output, write_5m, write_1h, read)
+PRICE_FIELDS = tuple(f.name for f in fields(Price))
+LIMIT_FIELDS = ("min_cache_tokens", "context_window", "max_output_tokens")
+MODEL_FIELDS = (*PRICE_FIELDS, *LIMIT_FIELDS, "sampling", "source", "long_context")
+DEFAULT_MIN_CACHE_TOKENS = 1024
+"""The cache minimum assumed for a model known only from a prices file."""
 
 
-_OPUS_4 = _p(15, 75, 18.75, 30, 1.50)
-_OPUS_45 = _p(5, 25, 6.25, 10, 0.50)
-_SONNET_4 = _p(3, 15, 3.75, 6, 0.30)
-_SONNET_4_LONG = _p(6, 22.50, 7.50, 12, 0.60)
-_SONNET_5 = _p(2, 10, 2.50, 4, 0.20)
-_FABLE_5 = _p(10, 50, 12.50, 20, 1.00)
-_FABLE_51 = _p(10, 50, 12.50, 20, 0.25)
+def model_info(where: str, table: Any, known: ModelInfo | None, source: str) -> ModelInfo:
+    """The entry a ``[prices."<model>"]``-shaped ``table`` describes, laid over ``known`` (None: a new
+    model, which must give every price). Setting any price drops ``known``'s long-context band unless
+    the table gives its own, since a band priced for other base rates would be wrong."""
+    if not isinstance(table, dict):
+        raise CatalogError(f"[{where}] must be a table")
+    for key in table:
+        if key not in MODEL_FIELDS:
+            raise CatalogError(f"[{where}] has no setting {key!r}")
+    if known is None and (missing := [k for k in PRICE_FIELDS if k not in table]):
+        raise CatalogError(f"[{where}] lacks {missing[0]!r}")
+    base = known or ModelInfo(Price(0, 0, 0, 0, 0), DEFAULT_MIN_CACHE_TOKENS)
+    prices = {k: _number(where, k, table[k]) for k in PRICE_FIELDS if k in table}
+    limits = {k: _count(where, k, table[k]) for k in LIMIT_FIELDS if k in table}
+    if "sampling" in table and not isinstance(table["sampling"], bool):
+        raise CatalogError(f"[{where}] sampling must be true or false")
+    if "source" in table and not (isinstance(table["source"], str) and table["source"].strip()):
+        raise CatalogError(f"[{where}] source must be a non-empty string")
+    long_from, long_price = base.long_context_from, base.long_context_price
+    if prices:
+        long_from, long_price = None, None
+    if "long_context" in table:
+        long_from, long_price = _band(f"{where}.long_context", table["long_context"])
+    return replace(
+        base,
+        price=replace(base.price, **prices),
+        long_context_from=long_from,
+        long_context_price=long_price,
+        sampling=table.get("sampling", base.sampling),
+        source=table["source"].strip() if "source" in table else source,
+        **limits,
+    )
 
-CATALOG: dict[str, ModelInfo] = {
-    "claude-fable-5-1": ModelInfo(_FABLE_51, 512),  # minimum: Fable 5's, assumed
-    "claude-mythos-5-1": ModelInfo(_FABLE_51, 512),  # minimum: Mythos 5's, assumed
-    "claude-fable-5": ModelInfo(_FABLE_5, 512),
-    "claude-mythos-5": ModelInfo(_FABLE_5, 512),
-    "claude-opus-5-5": ModelInfo(_p(4, 20, 5, 8, 0.20), 512),  # minimum: Opus 5's, assumed
-    "claude-opus-5": ModelInfo(_OPUS_45, 512),
-    "claude-opus-4-8": ModelInfo(_OPUS_45, 1024),
-    "claude-opus-4-7": ModelInfo(_OPUS_45, 4096),
-    "claude-opus-4-6": ModelInfo(_OPUS_45, 4096),
-    "claude-opus-4-5": ModelInfo(_OPUS_45, 4096),
-    "claude-opus-4-1": ModelInfo(_OPUS_4, 1024),
-    "claude-opus-4": ModelInfo(_OPUS_4, 1024),
-    "claude-sonnet-5-5": ModelInfo(_SONNET_5, 1024),  # minimum: Sonnet 5's, assumed
-    "claude-sonnet-5": ModelInfo(_SONNET_5, 1024),
-    "claude-sonnet-4-6": ModelInfo(_SONNET_4, 1024),
-    "claude-sonnet-4-5": ModelInfo(_SONNET_4, 1024, 200_000, _SONNET_4_LONG),
-    "claude-sonnet-4": ModelInfo(_SONNET_4, 1024, 200_000, _SONNET_4_LONG),
-    "claude-3-7-sonnet": ModelInfo(_SONNET_4, 1024),
-    "claude-haiku-5-5": ModelInfo(
-        _p(0.10, 0.50, 0.125, 0.20, 0.01), 1024, 100_000, _p(0.50, 2.50, 0.625, 1.00, 0.05)
-    ),  # minimum: assumed
-    "claude-haiku-4-5": ModelInfo(_p(1, 5, 1.25, 2, 0.10), 4096),
-    "claude-3-5-haiku": ModelInfo(_p(0.80, 4, 1, 1.60, 0.08), 2048),
-    "claude-3-haiku": ModelInfo(_p(0.25, 1.25, 0.30, 0.50, 0.03), 2048),
-}
+
+def prices_table(where: str, raw: Any, base: Mapping[str, ModelInfo], source: str) -> dict[str, ModelInfo]:
+    """Each model of a ``[prices]`` table (``where`` names it in errors), laid over its entry in ``base``."""
+    if not isinstance(raw, dict):
+        raise CatalogError(f"[{where}] must be a table of models")
+    return {
+        name: model_info(f'{where}."{name}"', table, lookup(name, dict(base)), source)
+        for name, table in raw.items()
+    }
+
+
+def _number(where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise CatalogError(f"[{where}] {key} must be a number of 0 or more")
+    return float(value)
+
+
+def _count(where: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CatalogError(f"[{where}] {key} must be a whole number of 1 or more")
+    return value
+
+
+def _band(where: str, table: Any) -> tuple[int, Price]:
+    if not isinstance(table, dict):
+        raise CatalogError(f"[{where}] must be a table")
+    for key in table:
+        if key not in (*PRICE_FIELDS, "above_tokens"):
+            raise CatalogError(f"[{where}] has no setting {key!r}")
+    missing = [k for k in ("above_tokens", *PRICE_FIELDS) if k not in table]
+    if missing:
+        raise CatalogError(f"[{where}] lacks {missing[0]!r}")
+    price = Price(**{k: _number(where, k, table[k]) for k in PRICE_FIELDS})
+    return _count(where, "above_tokens", table["above_tokens"]), price
+
+
+def _load_builtin() -> tuple[dict[str, Any], dict[str, ModelInfo]]:
+    """The shipped file's header (version, source_date, source) and its models."""
+    text = resources.files(__package__).joinpath(CATALOG_FILE).read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    models = raw.pop("models")
+    table: dict[str, ModelInfo] = {}
+    for name, entry in models.items():
+        missing = [k for k in MODEL_FIELDS if k not in entry and k != "long_context"]
+        if missing:  # the shipped file gives every field of every model; tests/test_catalog_data.py checks
+            raise CatalogError(f'{CATALOG_FILE}: [models."{name}"] lacks {missing[0]!r}')
+        table[name] = model_info(f'models."{name}"', entry, None, "")
+    return raw, table
+
+
+_HEADER, CATALOG = _load_builtin()
+CATALOG_VERSION: int = _HEADER["version"]
+SOURCE_DATE: str = _HEADER["source_date"]
+SOURCE: str = _HEADER["source"]
 
 _SNAPSHOT_SUFFIX = re.compile(r"(-0)?(-\d{8})?(-latest)?$")
-
-_MILLION_TOKEN_WINDOW = (
-    "claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5", "claude-mythos-5", "claude-opus-5-5",
-    "claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-opus-4-6", "claude-sonnet-5-5",
-    "claude-sonnet-5", "claude-sonnet-4-6", "claude-haiku-5-5",
-)  # fmt: skip
-for _name in _MILLION_TOKEN_WINDOW:
-    CATALOG[_name] = replace(CATALOG[_name], context_window=1_000_000)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """The model of a run that names none when a key is set (the settings' ``[model] default`` overrides it)."""

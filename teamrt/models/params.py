@@ -17,12 +17,18 @@ and are kept), in this order of priority:
 
 Thinking blocks and empty text blocks cannot carry a marker; the nearest
 block before them in the same message does.
+
+``temperature`` goes only to a model that takes it (the catalog's ``sampling``;
+a model it does not know is assumed to), and in ``extra_body``: the SDK's
+``messages.create`` has no ``temperature`` argument since anthropic 2.13, while
+the API still reads the field.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .catalog import ModelInfo, lookup
 from .tokens import message_blocks, system_blocks
 from .types import Block, ModelRequest
 
@@ -30,8 +36,9 @@ MAX_BREAKPOINTS = 4
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 
-def request_params(request: ModelRequest) -> dict[str, Any]:
-    """Keyword arguments for ``messages.create`` (without ``stream``)."""
+def request_params(request: ModelRequest, info: ModelInfo | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``messages.create`` (without ``stream``); ``info`` (default: the
+    catalog's entry for the request's model) says whether the model takes ``temperature``."""
     system = system_blocks(request.system)
     tools = list(request.tools)
     messages = [dict(m) for m in request.messages]
@@ -50,10 +57,12 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     optional = {
         "thinking": request.thinking,
         "tool_choice": request.tool_choice,
-        "temperature": request.temperature,
         "stop_sequences": request.stop_sequences or None,
     }
     params.update({k: v for k, v in optional.items() if v is not None})
+    info = lookup(request.model) if info is None else info
+    if request.temperature is not None and (info is None or info.sampling):
+        params["extra_body"] = {"temperature": request.temperature}
     return params
 
 

@@ -6,24 +6,29 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .catalog import CATALOG, ModelInfo, Price, lookup
+from .catalog import DEFAULT_MIN_CACHE_TOKENS as DEFAULT_MIN_CACHE_TOKENS  # the simulator imports it here
 from .types import Usage
 
-DEFAULT_MIN_CACHE_TOKENS = 1024
-"""The cache minimum assumed for a model known only from the settings file."""
 WEB_SEARCH_USD = 10 / 1000
 """The price of one search by the API's web search tool ($10 per 1,000, on every model), on top of the
 tokens: its results are billed as input."""
 
 
-def with_overrides(prices: Mapping[str, Price]) -> dict[str, ModelInfo]:
-    """The catalog with the settings file's prices laid over it (new models included)."""
+def with_overrides(prices: Mapping[str, ModelInfo | Price]) -> dict[str, ModelInfo]:
+    """The catalog with a prices file's entries laid over it (new models included).
+
+    A ``ModelInfo`` (what ``teamrt.settings`` reads) replaces the entry whole; a bare ``Price``
+    replaces every price tier of the built-in entry and keeps its limits."""
     table = dict(CATALOG)
-    for model, price in prices.items():
+    for model, given in prices.items():
+        if isinstance(given, ModelInfo):
+            table[model] = given
+            continue
         known = table.get(model)
         if known is None:
-            table[model] = ModelInfo(price, DEFAULT_MIN_CACHE_TOKENS)
-        else:  # an explicit price replaces every tier of the built-in one
-            table[model] = replace(known, price=price, long_context_from=None, long_context_price=None)
+            table[model] = ModelInfo(given, DEFAULT_MIN_CACHE_TOKENS)
+        else:
+            table[model] = replace(known, price=given, long_context_from=None, long_context_price=None)
     return table
 
 

@@ -26,6 +26,8 @@ class Reply:
     content: list[Block] = field(default_factory=list)
     stop_reason: str | None = None
     """None: ``tool_use`` when the reply calls a tool, else ``end_turn``."""
+    stop_details: dict[str, Any] | None = None
+    """What the API says of a refusal (``refuse``)."""
 
     def say(self, text: str) -> Reply:
         self.content.append({"type": "text", "text": text})
@@ -33,6 +35,19 @@ class Reply:
 
     def think(self, thinking: str) -> Reply:
         self.content.append({"type": "thinking", "thinking": thinking})
+        return self
+
+    def redacted(self, thinking: str) -> Reply:
+        """A ``redacted_thinking`` block (its ``data`` sealed by whoever turns the reply into a response)."""
+        self.content.append({"type": "redacted_thinking", "thinking": thinking})
+        return self
+
+    def refuse(self, category: str | None = None, explanation: str | None = None) -> Reply:
+        """End with ``stop_reason: refusal``, as the API's classifiers do, after what the reply holds so far.
+        ``category``: ``cyber``, ``bio``, ``frontier_llm``, ``reasoning_extraction``, ``general_harms`` or
+        None."""
+        self.stop_reason = "refusal"
+        self.stop_details = {"type": "refusal", "category": category, "explanation": explanation}
         return self
 
     def call(self, name: str, input: dict[str, Any], *, id: str | None = None) -> Reply:

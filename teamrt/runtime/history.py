@@ -14,9 +14,20 @@ def rebuild(turns: list[TurnRecord]) -> list[Message]:
     for turn in turns:
         if turn.role == "compaction":
             messages = [dict(m) for m in turn.content]
-        else:
+        elif turn.role != "assistant":
             messages.append({"role": turn.role, "content": turn.content})
+        elif content := replayable(turn.content):
+            messages.append({"role": turn.role, "content": content})
     return messages
+
+
+def replayable(content: list[Block]) -> list[Block]:
+    """A model's ``content`` as it can be sent back: without the empty or whitespace-only text blocks the
+    API refuses (the same list when it has none). An assistant turn left with nothing is not sent at all;
+    the user turns around it are one turn to the API."""
+    if all(b.get("type") != "text" or str(b.get("text", "")).strip() for b in content):
+        return content
+    return [b for b in content if b.get("type") != "text" or str(b.get("text", "")).strip()]
 
 
 def unanswered_calls(messages: list[Message]) -> list[Block]:

@@ -14,6 +14,7 @@ modules; the loop only calls them.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -33,8 +34,11 @@ from . import context, hooking
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import Ask
 from .budget import BudgetExhausted, Reservation
+from .history import replayable
 from .spill import bound_results
 from .surrogates import scrubbed
+
+log = logging.getLogger(__name__)
 
 MAX_PARALLEL_READS = 10
 ESTIMATE_MARGIN = 1.3
@@ -67,6 +71,23 @@ class AgentLoop:
         """The text of the model's latest turn that had any: what the agent reports when it ends."""
         self._unfinished: set[str] = set()  # tool calls of the last turn whose result is not kept yet
         self._paused = False  # the last turn ended ``pause_turn``: the API paused it mid-way
+        self._clamp_said = False
+
+    @property
+    def _max_tokens(self) -> int:
+        """The spec's ``max_tokens``, clamped to the model's output limit from the catalog (the API
+        refuses more); a clamp is logged once per agent."""
+        spec = self.spec
+        limit = spec.info.max_output_tokens if spec.info else None
+        if limit is None or spec.max_tokens <= limit:
+            return spec.max_tokens
+        if not self._clamp_said:
+            self._clamp_said = True
+            log.warning(
+                "%s: max_tokens %d is above %s's output limit; asking for %d", spec.name, spec.max_tokens,
+                spec.model_name, limit,
+            )  # fmt: skip
+        return limit
 
     def stop(self, reason: str = "stopped") -> None:
         """End the agent now: its model call or tools are cancelled, its processes killed."""
@@ -283,7 +304,7 @@ class AgentLoop:
     async def _request(self) -> ModelRequest:
         """The next request, compacting the history first when it would not fit."""
         window = self.spec.info.context_window if self.spec.info else 200_000
-        limit = context.limit_for(window, self.spec.max_tokens)
+        limit = context.limit_for(window, self._max_tokens)
         if self._size() <= limit:
             return self._build()
         cleared = context.clear_old_tool_results(self.messages)
@@ -292,7 +313,7 @@ class AgentLoop:
             if self._size() <= limit:
                 return self._build()
         while self._failed_compactions < context.MAX_FAILED_COMPACTIONS:
-            ask = context.summary_request(self._build(), self.spec.max_tokens)
+            ask = context.summary_request(self._build(), self._max_tokens)
             summary = await self._call_model(ask)
             await self._replace_history(context.summarised(self.messages, summary.text), "summarised")
             if self._size() <= limit:
@@ -316,7 +337,7 @@ class AgentLoop:
         return ModelRequest(
             model=spec.model_name,
             messages=list(self.messages),
-            max_tokens=spec.max_tokens,
+            max_tokens=self._max_tokens,
             system=spec.system,
             tools=[tool_param(t) for t in spec.tools.values()],
             thinking=spec.thinking,
@@ -366,7 +387,8 @@ class AgentLoop:
             usage=usage,
             tool_uses=uses,
         )
-        self._add_message({"role": "assistant", "content": response.content})
+        if content := replayable(response.content):
+            self._add_message({"role": "assistant", "content": content})
         self._unfinished = {use.id for use in uses}
         self._paused = response.stop_reason == "pause_turn"
         self.turns += 1

@@ -10,7 +10,11 @@
   looked up; the longest live entry found is read.
 - Every breakpoint after the read position whose prefix reaches the model's
   minimum cacheable length is written, with its lifetime (5 minutes, or 1 hour
-  with ``ttl: "1h"``). Reading an entry refreshes its lifetime.
+  with ``ttl: "1h"``). Reading an entry refreshes its lifetime and that of
+  every shorter live entry the read prefix covers (the system prompt's).
+- A written entry is usable by other requests only once the writing request's
+  response has begun (``begin``): requests accounted before then miss it and
+  write their own, so a burst of same-prefix requests is billed as writes.
 - Usage: ``cache_read`` is the read prefix; ``cache_creation`` the tokens from
   there to the last written breakpoint, split by the lifetime of the
   breakpoint that ends each stretch; ``input`` the rest.
@@ -19,7 +23,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..tokens import bytes_tokens, canonical, message_blocks, system_blocks
@@ -42,6 +46,8 @@ class CacheOutcome:
     cache_read: int
     cache_write_5m: int
     cache_write_1h: int
+    pending: tuple[Position, ...] = field(default=(), compare=False, repr=False)
+    """The entries this request writes, invisible to others until ``CacheLedger.begin``."""
 
     @property
     def cache_creation(self) -> int:
@@ -83,7 +89,12 @@ def _ttl(block: dict[str, Any]) -> str | None:
 
 
 class CacheLedger:
-    """Live cache entries of one simulated account: key -> (expiry, lifetime)."""
+    """Live cache entries of one simulated account: key -> (expiry, lifetime).
+
+    ``account`` bills a request against the visible entries and returns the entries it writes as
+    pending; ``begin`` makes them visible when that request's response begins. A request whose
+    response never begins (it failed first) writes nothing.
+    """
 
     def __init__(self) -> None:
         self._entries: dict[bytes, tuple[float, str]] = {}
@@ -97,6 +108,7 @@ class CacheLedger:
         read_at = self._longest_hit(positions, breakpoints, now)
         read = positions[read_at].tokens_through if read_at >= 0 else 0
         written = {"5m": 0, "1h": 0}
+        pending: list[Position] = []
         done = read
         for i in breakpoints:
             position = positions[i]
@@ -105,10 +117,17 @@ class CacheLedger:
             assert position.breakpoint is not None
             written[position.breakpoint] += position.tokens_through - done
             done = position.tokens_through
+            pending.append(position)
+        return CacheOutcome(total - done, read, written["5m"], written["1h"], tuple(pending))
+
+    def begin(self, outcome: CacheOutcome, now: float) -> None:
+        """The response of the request billed ``outcome`` has begun: its written entries become visible,
+        their lifetimes counted from ``now``."""
+        for position in outcome.pending:
+            assert position.breakpoint is not None
             self._entries[position.key] = (now + TTL_SECONDS[position.breakpoint], position.breakpoint)
         if len(self._entries) > 4096:
             self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
-        return CacheOutcome(total - done, read, written["5m"], written["1h"])
 
     def _longest_hit(self, positions: list[Position], breakpoints: list[int], now: float) -> int:
         best = -1
@@ -120,8 +139,12 @@ class CacheLedger:
                 if entry is not None and entry[0] > now:
                     best = i
                     break
-        if best >= 0:
-            key = positions[best].key
-            ttl = self._entries[key][1]
-            self._entries[key] = (now + TTL_SECONDS[ttl], ttl)
+        self._refresh(positions[: best + 1], now)
         return best
+
+    def _refresh(self, covered: list[Position], now: float) -> None:
+        """A read refreshes the entry read and every shorter live entry of its prefix."""
+        for position in covered:
+            entry = self._entries.get(position.key)
+            if entry is not None and entry[0] > now:
+                self._entries[position.key] = (now + TTL_SECONDS[entry[1]], entry[1])

@@ -82,6 +82,8 @@ class SimServer:
         """With ``record``: (agent, request body) of every ``/v1/messages`` request, as received."""
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._holding = False
+        self._waiting: list[asyncio.Future[None]] = []
         self._http = LoopbackServer(self._handle, name="teamrt-sim")
 
     @property
@@ -90,6 +92,27 @@ class SimServer:
 
     def close(self) -> None:
         self._http.close()
+
+    def hold_responses(self) -> None:
+        """Account the requests that arrive but begin no response (so none's cache writes become
+        visible) until ``release_responses``: a burst arriving at one moment, made deterministic."""
+        self._holding = True
+
+    def release_responses(self) -> None:
+        self._holding = False
+        self._http.call_soon(self._wake_held)
+
+    def _wake_held(self) -> None:
+        for waiter in self._waiting:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiting.clear()
+
+    async def _held(self) -> None:
+        if self._holding:  # checked and queued on the server's thread, where _wake_held runs
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            await waiter
 
     def __enter__(self) -> SimServer:
         return self
@@ -111,7 +134,10 @@ class SimServer:
         try:
             params = json.loads(request.body)
             validate(params, count_only=request.path == "/v1/messages/count_tokens")
-        except (ValueError, SimInvalidRequest) as e:
+        except SimInvalidRequest as e:
+            await _error(response, e.status, e.error_type, str(e), headers)
+            return
+        except ValueError as e:
             await _error(response, 400, "invalid_request_error", str(e), headers)
             return
         if request.path == "/v1/messages/count_tokens":
@@ -171,18 +197,22 @@ class SimServer:
             )  # fmt: skip
             return
         message = build_message(
-            params["model"], request_key, reply, outcome, params["max_tokens"], web_searches=searches
-        )
+            params["model"], request_key, reply, outcome, params["max_tokens"], web_searches=searches,
+            stop_sequences=params.get("stop_sequences"),
+        )  # fmt: skip
         log(200, outcome)
+        await self._held()
         if not streamed:
             if fault is not None and fault.kind in ("cut", "stall"):
                 await _misbehave(response, fault)
                 return
             if fault is not None and fault.kind == "slow":
                 await asyncio.sleep(fault.delay)
+            self.ledger.begin(outcome, self.clock())
             await response.json(200, message, headers)
             return
         events = stream_events(message, bad_tool_input=fault is not None and fault.kind == "bad_tool_input")
+        self.ledger.begin(outcome, self.clock())
         await response.start_stream(
             {**headers, "content-type": "text/event-stream", "cache-control": "no-cache"}
         )

@@ -68,7 +68,7 @@ def play(policy: Policy, request: SimRequest, corpus: Corpus, request_key: bytes
         written, asked = _split(reply.content)
         blocks += written
         if not asked or reply.stop_reason == "pause_turn":
-            return Reply(blocks, reply.stop_reason), None if tool is None else billed
+            return Reply(blocks, reply.stop_reason, reply.stop_details), None if tool is None else billed
         if tool is None:
             raise ValueError("the policy asked for a web search, but the request has no web_search tool")
         for n, ask in enumerate(asked):

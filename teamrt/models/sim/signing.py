@@ -24,6 +24,17 @@ def signature_for(model: str, thinking: str) -> str:
     return base64.b64encode(digest * 3).decode()
 
 
+def redacted_data(model: str, thinking: str) -> str:
+    """The ``data`` of a ``redacted_thinking`` block: the thinking, sealed with the model that wrote it."""
+    return seal({"model": model, "redacted_thinking": thinking})
+
+
+def redacted_model(data: Any) -> str | None:
+    """The model that wrote a ``redacted_thinking`` block's ``data``, or None when the simulator did not."""
+    fields = unseal(data)
+    return fields.get("model") if fields is not None and "redacted_thinking" in fields else None
+
+
 _SEAL_DOMAIN = b"teamrt-sim-web-search\0"
 
 
