@@ -49,13 +49,14 @@ def streamed(client: anthropic.Anthropic, **body: Any) -> Any:
         return stream.get_final_message()
 
 
-def refused(client: anthropic.Anthropic, match: str, *, status: int = 400, **body: Any) -> None:
+def refused(client: anthropic.Anthropic, *, status: int = 400, **body: Any) -> str:
+    """The message of the API error ``create`` gets, checked to be ``status`` with its error type."""
     kind = "not_found_error" if status == 404 else "invalid_request_error"
     with pytest.raises(anthropic.APIStatusError) as caught:
         create(client, **body)
     error = caught.value
     assert (error.status_code, error.type) == (status, kind), error
-    assert match in error.body["error"]["message"]  # type: ignore[index]
+    return str(error.body["error"]["message"])  # type: ignore[index]
 
 
 def call(tool_id: str = "toolu_01", name: str = "read") -> dict[str, Any]:
@@ -87,23 +88,23 @@ def after_call(*assistant: dict[str, Any], tool_id: str = "toolu_01") -> list[di
 def test_empty_or_whitespace_text_blocks_are_refused(
     client: anthropic.Anthropic, text: str, match: str
 ) -> None:
-    refused(client, match, messages=[{"role": "user", "content": [{"type": "text", "text": text}]}])
+    assert match in refused(client, messages=[{"role": "user", "content": [{"type": "text", "text": text}]}])
     replayed = [
         HI,
         {"role": "assistant", "content": [{"type": "text", "text": text}]},
         {"role": "user", "content": "go"},
     ]
-    refused(client, match, messages=replayed)
+    assert match in refused(client, messages=replayed)
 
 
 def test_a_tool_call_in_history_needs_tools(client: anthropic.Anthropic) -> None:
-    refused(client, "must define tools", messages=after_call(call()))
+    assert "must define tools" in refused(client, messages=after_call(call()))
     assert create(client, messages=after_call(call()), tools=TOOLS).stop_reason == "end_turn"
 
 
 @pytest.mark.parametrize("model", ["claude-nonesuch-9", "sim:claude-nonesuch-9", "sim:opuss"])
 def test_an_unknown_model_is_not_found(client: anthropic.Anthropic, model: str) -> None:
-    refused(client, f"model: {model}", status=404, model=model)
+    assert f"model: {model}" in refused(client, status=404, model=model)
 
 
 @pytest.mark.parametrize("model", ["sim", "sim:claude-haiku-4-5", "sim:opus", "claude-haiku-4-5-20251001"])
@@ -114,8 +115,8 @@ def test_the_names_sim_users_send_are_known(client: anthropic.Anthropic, model: 
 def test_max_tokens_above_the_model_s_output_limit_is_refused(client: anthropic.Anthropic) -> None:
     name = min(CATALOG, key=lambda m: CATALOG[m].max_output_tokens)
     model, limit = f"sim:{name}", CATALOG[name].max_output_tokens
-    refused(
-        client, f"max_tokens: {limit + 1} > {limit}, which is the maximum", model=model, max_tokens=limit + 1
+    assert f"max_tokens: {limit + 1} > {limit}, which is the maximum" in refused(
+        client, model=model, max_tokens=limit + 1
     )
     assert create(client, model=model, max_tokens=limit).stop_reason == "end_turn"
 
@@ -124,51 +125,54 @@ def test_a_prompt_over_the_context_window_is_refused(client: anthropic.Anthropic
     name = min(CATALOG, key=lambda m: CATALOG[m].context_window)
     window = CATALOG[name].context_window
     prompt = "word " * (window * 4 // 5 + 10)  # 4 bytes a token: just over the window
-    refused(
-        client, f"> {window} maximum", model=f"sim:{name}", messages=[{"role": "user", "content": prompt}]
+    assert f"> {window} maximum" in refused(
+        client, model=f"sim:{name}", messages=[{"role": "user", "content": prompt}]
     )
     assert create(client, model=f"sim:{name}", messages=[{"role": "user", "content": prompt[:window]}])
 
 
 def test_malformed_or_duplicate_tool_ids_are_refused(client: anthropic.Anthropic) -> None:
-    refused(
-        client, "tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'",
-        messages=after_call(call("toolu.01"), tool_id="toolu.01"), tools=TOOLS,
-    )  # fmt: skip
+    assert "tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'" in refused(
+        client, messages=after_call(call("toolu.01"), tool_id="toolu.01"), tools=TOOLS
+    )
     twice = [
         *after_call(call()),
         {"role": "assistant", "content": [call()]},
         {"role": "user", "content": [result()]},
     ]
-    refused(client, "messages.3.content.0: `tool_use` ids must be unique", messages=twice, tools=TOOLS)
+    assert "messages.3.content.0: `tool_use` ids must be unique" in refused(
+        client, messages=twice, tools=TOOLS
+    )
 
 
 def test_unknown_fields_and_block_types_are_refused(client: anthropic.Anthropic) -> None:
-    refused(client, "colour: Extra inputs are not permitted", colour="blue")
+    assert "colour: Extra inputs are not permitted" in refused(client, colour="blue")
     banana = [{"role": "user", "content": [{"type": "banana", "text": "x"}]}]
-    refused(
-        client,
-        "Input tag 'banana' found using 'type' does not match any of the expected tags",
-        messages=banana,
+    assert "Input tag 'banana' found using 'type' does not match any of the expected tags" in refused(
+        client, messages=banana
     )
     extra = [{"role": "user", "content": [{"type": "text", "text": "x", "colour": "blue"}]}]
-    refused(client, "messages.0.content.0.text.colour: Extra inputs are not permitted", messages=extra)
+    assert "messages.0.content.0.text.colour: Extra inputs are not permitted" in refused(
+        client, messages=extra
+    )
 
 
 def test_redacted_thinking_must_be_the_api_s_own(sim: SimServer, client: anthropic.Anthropic) -> None:
     junk = {"type": "redacted_thinking", "data": "not what the API sent"}
-    refused(
-        client, "Invalid `data` in `redacted_thinking` block", messages=after_call(junk, call()), tools=TOOLS
+    assert "Invalid `data` in `redacted_thinking` block" in refused(
+        client, messages=after_call(junk, call()), tools=TOOLS
     )
     sim.policies["worker"] = lambda req: Reply().redacted("hidden").call("read", {})
     first = create(client, tools=TOOLS, extra_headers={"teamrt-role": "worker"})
     sealed, used = (b.to_dict() for b in first.content)
     assert sealed["type"] == "redacted_thinking" and "hidden" not in sealed["data"]
     assert create(client, messages=after_call(sealed, used, tool_id=used["id"]), tools=TOOLS)
-    refused(
-        client, "Invalid `data`", model="sim:claude-haiku-4-5",
-        messages=after_call(sealed, used, tool_id=used["id"]), tools=TOOLS,
-    )  # fmt: skip
+    assert "Invalid `data`" in refused(
+        client,
+        model="sim:claude-haiku-4-5",
+        messages=after_call(sealed, used, tool_id=used["id"]),
+        tools=TOOLS,
+    )
 
 
 def test_with_thinking_on_a_tool_using_turn_starts_with_thinking(
@@ -187,10 +191,9 @@ def test_with_thinking_on_a_tool_using_turn_starts_with_thinking(
         create(client, messages=after_call(thought, used, tool_id=used["id"]), **body).stop_reason
         == "end_turn"
     )
-    refused(
-        client, "Expected `thinking` or `redacted_thinking`, but found `tool_use`",
-        messages=after_call(used, tool_id=used["id"]), **body,
-    )  # fmt: skip
+    assert "Expected `thinking` or `redacted_thinking`, but found `tool_use`" in refused(
+        client, messages=after_call(used, tool_id=used["id"]), **body
+    )
     without = {k: v for k, v in body.items() if k != "thinking"}
     assert create(client, messages=after_call(used, tool_id=used["id"]), **without).stop_reason == "end_turn"
 
@@ -227,8 +230,8 @@ def test_max_tokens_zero_only_writes_the_cache(client: anthropic.Anthropic) -> N
 def test_a_model_without_sampling_refuses_non_default_sampling(client: anthropic.Anthropic) -> None:
     model = "sim:claude-sonnet-5-5"
     assert not lookup(model).sampling  # type: ignore[union-attr]
-    refused(client, "`temperature` is deprecated for this model.", model=model, temperature=0.2)
-    refused(client, "`top_p` is deprecated for this model.", model=model, top_p=0.9)
+    assert "`temperature` is deprecated for this model." in refused(client, model=model, temperature=0.2)
+    assert "`top_p` is deprecated for this model." in refused(client, model=model, top_p=0.9)
     assert create(client, model=model, temperature=1).stop_reason == "end_turn"
     assert create(client, model="sim:claude-sonnet-4-5", temperature=0.2).stop_reason == "end_turn"
 
@@ -236,14 +239,13 @@ def test_a_model_without_sampling_refuses_non_default_sampling(client: anthropic
 def test_sonnet_5_refuses_manual_thinking_and_thinking_refuses_a_forced_tool(
     client: anthropic.Anthropic,
 ) -> None:
-    refused(
-        client, "thinking.type.enabled", model="sim:claude-sonnet-5-5", max_tokens=2048, thinking=THINKING
+    assert "thinking.type.enabled" in refused(
+        client, model="sim:claude-sonnet-5-5", max_tokens=2048, thinking=THINKING
     )
     forced = {"type": "tool", "name": "read"}
-    refused(
-        client, "Thinking may not be enabled when tool_choice forces tool use.",
-        model="sim:claude-sonnet-5-5", thinking={"type": "adaptive"}, tools=TOOLS, tool_choice=forced,
-    )  # fmt: skip
+    assert "Thinking may not be enabled when tool_choice forces tool use." in refused(
+        client, model="sim:claude-sonnet-5-5", thinking={"type": "adaptive"}, tools=TOOLS, tool_choice=forced
+    )
     assert create(client, model="sim:claude-sonnet-5-5", thinking={"type": "adaptive"})
 
 
