@@ -7,35 +7,72 @@ kills have fired, and checks every run against an uninterrupted one
 measured in the same run, is the uninterrupted run itself: a resume's cost is
 set beside it.
 
+With ``--db postgres`` the runs live on a throwaway PostgreSQL server the
+benchmark starts (``teamrt.pgserver``; it exits 2 with one line when
+PostgreSQL is not installed): every run, the references and the chaos runs
+alike, in one database, as a user's runs share one, reached through
+``TEAMRT_DB``, which the harness hands every owner it forks. The checks read the runs back
+through the store; "corrupted" counts a run's inconsistent rows there
+(``teamrt.chaos.inconsistencies``) instead of SQLite's ``integrity_check``.
+The default there is 10 kills, not 30, to end within a minute: an example
+run and a resume each take longer on the server than on SQLite.
+
 Prints a table, then one JSON object as the last line with ``--json``; keys
 ``kills``, ``resumes``, ``lost``, ``duplicated``, ``corrupted`` (the last three
-must be 0) and ``resume_p50_ms``.
+must be 0), ``resume_p50_ms`` and ``db`` (``sqlite`` or ``postgres``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from teamrt import chaos
+from teamrt.pgserver import NoServer, PgServer
+from teamrt.store.engine import DB_ENV
 
 KILLS_PER_RUN = 5
+DEFAULT_KILLS = {"sqlite": 30, "postgres": 10}
+
+
+@contextmanager
+def server_database() -> Iterator[str]:
+    """A throwaway PostgreSQL server and one database on it for every run; yields its URL. Raises
+    NoServer when PostgreSQL is not installed."""
+    with PgServer() as server:
+        yield server.create_database("teamrt")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=30, help="kills to fire in all (default 30)")
+    parser.add_argument("--db", choices=sorted(DEFAULT_KILLS), default="sqlite",
+                        help="a SQLite file per run (default), or a throwaway PostgreSQL server")  # fmt: skip
+    parser.add_argument("--kills", type=int, default=None,
+                        help="kills to fire in all (default 30 on SQLite, 10 on PostgreSQL)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="the first run's seed")
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
-    ctx = chaos.context()
+    if args.kills is None:
+        args.kills = DEFAULT_KILLS[args.db]
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="teamrt-chaos-") as tmp:
+    with ExitStack() as stack:
+        os.environ.pop(DB_ENV, None)  # each run its own SQLite file, unless a server holds them
+        if args.db == "postgres":
+            try:
+                os.environ[DB_ENV] = stack.enter_context(server_database())
+            except NoServer as e:
+                print(f"chaos: --db postgres: {e}", file=sys.stderr)
+                return 2
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="teamrt-chaos-"))
+        ctx = chaos.context()
         base = Path(tmp)
         (base / "tree").mkdir()
         tree = chaos.prepare("research", base / "tree")  # one copy of the tree, the same for every run
@@ -90,7 +127,7 @@ def main() -> int:
             "resume_p95_ms": round(p95, 1),
             "uninterrupted_run_ms": round(baseline_ms, 1),
             "resume_p50_vs_run": round(p50 / baseline_ms, 3) if baseline_ms else None,
-            "seconds": round(seconds, 1),
+            "seconds": round(seconds, 1), "db": args.db,
         }))  # fmt: skip
     bad = totals["lost"] + totals["duplicated"] + totals["corrupted"] + totals["twice"] + totals["differ"]
     return 1 if bad else 0

@@ -63,6 +63,7 @@ PROMISES = (
     "protected paths",
     "chaos checker",
     "web and MCP",
+    "hosts and the lease",
 )
 FIELDS = ("name", "promise", "file", "find", "replace", "tests")
 # Not copied: environments, caches and run data; none of it is needed to run the tests.

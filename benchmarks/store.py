@@ -13,13 +13,27 @@ Measured in one run, on the same disk:
   connection committing turn after turn.
 
 Latencies alternate in blocks of the two series, since this disk's fsync time drifts from
-one minute to the next. Prints a table, then one JSON object as the last line with ``--json``.
+one minute to the next.
+
+Then the same on PostgreSQL, beside SQLite's figures: a throwaway server
+(``teamrt.pgserver``) started for the run, durable (``fsync=on``) as a
+production server is, so its commits pay a flush as SQLite's do and group commit
+has something to share. teamrt's ``Store`` reaches it through ``TEAMRT_DB``, with
+every write transaction's lease check; its floor is the same rows written with
+raw psycopg on one connection, one transaction per turn (``SELECT`` the next seq,
+the inserts, the two usage updates, ``COMMIT``). Each has a database of its
+own on the server, and the series alternate in blocks as on SQLite. Keys
+``pg_*``; where PostgreSQL is not installed, ``pg_skipped`` says why and the
+SQLite figures stand alone. ``--no-pg`` skips it on purpose.
+
+Prints a table, then one JSON object as the last line with ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import itertools
 import json
 import os
@@ -27,10 +41,12 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from teamrt.pgserver import NoServer, PgServer
 from teamrt.store import NewEvent, Store, ToolUse, Usage, create_store
 from teamrt.store.engine import BUSY_TIMEOUT_MS, DB_ENV, DB_FILE
 
@@ -193,8 +209,12 @@ async def floor_store(run_dir: Path) -> Path:
 # -- the measurements ---------------------------------------------------------
 
 
+FloorAppend = Callable[[str, int, Turn], None]
+"""One turn written by a floor, on its own connection: agent, epoch, turn."""
+
+
 async def paired_latency(
-    store: Store, epoch: int, db: sqlite3.Connection, blocks: int, block: int, warmup: int
+    store: Store, epoch: int, floor_append: FloorAppend, blocks: int, block: int, warmup: int
 ) -> tuple[list[float], list[float]]:
     """Latency samples (ms) of teamrt and of the floor, taken in alternating blocks."""
     ours: list[float] = []
@@ -212,7 +232,7 @@ async def paired_latency(
         for _ in range(count):
             turn = make_turn()
             t0 = time.perf_counter()
-            floor_append(db, LEAD, 1, turn)  # blocks the loop: that is the floor
+            floor_append(LEAD, 1, turn)  # blocks the loop: that is the floor
             if into is not None:
                 into.append((time.perf_counter() - t0) * 1e3)
 
@@ -250,13 +270,127 @@ async def throughput(store: Store, per_writer: int) -> tuple[int, float, int]:
     return WRITERS * per_writer, seconds, store.commits - commits
 
 
-def floor_throughput(db: sqlite3.Connection, n: int) -> float:
+def floor_throughput(floor_append: FloorAppend, n: int) -> float:
     """Turns per second of one connection committing turn after turn."""
     turns = [make_turn() for _ in range(n)]
     start = time.perf_counter()
     for turn in turns:
-        floor_append(db, LEAD, 1, turn)
+        floor_append(LEAD, 1, turn)
     return n / (time.perf_counter() - start)
+
+
+# -- PostgreSQL: teamrt's Store through TEAMRT_DB, and raw psycopg as the floor ------------
+
+
+def pg_floor_append(conn: Any, agent: str, epoch: int, turn: Turn) -> None:
+    """One turn in one transaction on a psycopg connection (autocommit off), as ``ops.append_turn``
+    writes it on PostgreSQL."""
+    now = time.time()
+    deltas = [getattr(turn.usage, c) for c in USAGE]
+    with conn.cursor() as cur:
+        cur.execute(PG_NEXT_SEQ, (RUN, agent))
+        seq = cur.fetchone()[0]
+        cur.execute(
+            PG_INSERT_TURN,
+            (RUN, agent, seq, epoch, "assistant", json.dumps(turn.content), "tool_use", "sim", now, *deltas),
+        )
+        turn_id = cur.fetchone()[0]
+        cur.executemany(
+            PG_INSERT_TOOL_CALL,
+            [
+                (RUN, u.id, agent, turn_id, epoch, u.name, json.dumps(u.input), u.read_only, "pending",
+                 "null", False, now, None, None)
+                for u in turn.tool_uses
+            ],
+        )  # fmt: skip
+        cur.execute(PG_ADD_AGENT_USAGE, (*deltas, RUN, agent))
+        cur.execute(PG_ADD_RUN_USAGE, (*deltas, RUN))
+        cur.execute(PG_INSERT_EVENT, (RUN, time.time(), agent, turn.event.kind, json.dumps(turn.event.data)))
+    conn.commit()
+
+
+PG_NEXT_SEQ, PG_INSERT_TOOL_CALL, PG_ADD_AGENT_USAGE, PG_ADD_RUN_USAGE, PG_INSERT_EVENT = (
+    q.replace("?", "%s") for q in (NEXT_SEQ, INSERT_TOOL_CALL, ADD_AGENT_USAGE, ADD_RUN_USAGE, INSERT_EVENT)
+)
+PG_INSERT_TURN = INSERT_TURN.replace("?", "%s") + " RETURNING id"
+
+
+async def pg_new_run(run_dir: Path, task: str) -> tuple[Store, int]:
+    """A run made by teamrt in the database ``TEAMRT_DB`` names, with the lead agent in its first epoch."""
+    run_dir.mkdir()
+    store = create_store(run_dir, RUN, task=task, workdir=str(run_dir))
+    try:
+        await store.add_agent(LEAD, kind="lead", model="sim")
+        return store, await store.begin_epoch(LEAD)
+    except BaseException:
+        store.close()
+        raise
+
+
+def psycopg_url(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def analyze(*urls: str) -> None:
+    """``ANALYZE`` the databases, as autovacuum does a minute or so after a table grows: a fresh database's
+    statistics say its tables are empty, and on them the planner reads every turn of an agent to find
+    the next seq (``max(seq)``) instead of the index's last entry, a cost that grows with the transcript."""
+    import psycopg
+
+    for url in urls:
+        with psycopg.connect(psycopg_url(url), autocommit=True) as conn:
+            conn.execute("ANALYZE")
+
+
+async def pg_measure(base: Path, server: PgServer, args: argparse.Namespace) -> dict[str, Any]:
+    import psycopg
+
+    floor_url = os.environ[DB_ENV] = server.create_database("floor")
+    (await pg_new_run(base / "pg-floor", "benchmark floor"))[0].close()
+    conn = psycopg.connect(psycopg_url(floor_url))
+    ours_url = os.environ[DB_ENV] = server.create_database("teamrt")
+    store, epoch = await pg_new_run(base / "pg-teamrt", "benchmark")
+    try:
+        floor = functools.partial(pg_floor_append, conn)
+        analyze(floor_url, ours_url)
+        ours, floor_ms = await paired_latency(store, epoch, floor, args.pg_blocks, args.block, args.warmup)
+        analyze(floor_url, ours_url)
+        turns, seconds, commits = await throughput(store, args.pg_per_writer)
+        floor_tp = floor_throughput(floor, args.pg_floor_n)
+    finally:
+        store.close()
+        conn.close()
+        os.environ.pop(DB_ENV, None)
+    result: dict[str, Any] = {
+        "pg_append_p50_ms": round(statistics.median(ours), 3),
+        "pg_append_p99_ms": round(statistics.quantiles(ours, n=100)[98], 3),
+        "pg_floor_p50_ms": round(statistics.median(floor_ms), 3),
+        "pg_floor_p99_ms": round(statistics.quantiles(floor_ms, n=100)[98], 3),
+        "pg_throughput_per_s": round(turns / seconds),
+        "pg_commits": commits,
+        "pg_mean_group": round(turns / commits, 1),
+        "pg_floor_throughput_per_s": round(floor_tp),
+        "pg_samples": len(ours),
+    }
+    result["pg_ratio_p50"] = round(result["pg_append_p50_ms"] / result["pg_floor_p50_ms"], 2)
+    result["pg_ratio_throughput"] = round(
+        result["pg_throughput_per_s"] / result["pg_floor_throughput_per_s"], 2
+    )
+    return result
+
+
+def postgres(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The ``pg_*`` figures, or ``pg_skipped`` with the reason."""
+    if args.no_pg:
+        return {"pg_skipped": "--no-pg"}
+    try:
+        server = PgServer(durable=True)
+    except NoServer as e:
+        return {"pg_skipped": str(e)}
+    started = time.monotonic()
+    with server:
+        result = asyncio.run(pg_measure(base, server, args))
+    return {**result, "pg_fsync": "on", "pg_seconds": round(time.monotonic() - started, 1)}
 
 
 # -- report ------------------------------------------------------------------
@@ -269,9 +403,10 @@ async def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     try:
         await store.add_agent(LEAD, kind="lead", model="sim")
         epoch = await store.begin_epoch(LEAD)
-        ours, floor = await paired_latency(store, epoch, db, args.blocks, args.block, args.warmup)
+        floor = functools.partial(floor_append, db)
+        ours, floor_ms = await paired_latency(store, epoch, floor, args.blocks, args.block, args.warmup)
         turns, seconds, commits = await throughput(store, args.per_writer)
-        floor_tp = floor_throughput(db, args.floor_n)
+        floor_tp = floor_throughput(floor, args.floor_n)
     finally:
         store.close()
         db.close()
@@ -279,8 +414,8 @@ async def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "p50_ms": round(statistics.median(ours), 3),
         "p99_ms": round(statistics.quantiles(ours, n=100)[98], 3),
-        "floor_p50_ms": round(statistics.median(floor), 3),
-        "floor_p99_ms": round(statistics.quantiles(floor, n=100)[98], 3),
+        "floor_p50_ms": round(statistics.median(floor_ms), 3),
+        "floor_p99_ms": round(statistics.quantiles(floor_ms, n=100)[98], 3),
         "turns_per_s_50": round(turns / seconds),
         "commits_50": commits,
         "mean_group_50": round(turns / commits, 1),
@@ -314,11 +449,18 @@ def main() -> None:
         "--per-writer", type=int, default=200, help=f"turns per writer, {WRITERS} writers at once"
     )
     parser.add_argument("--floor-n", type=int, default=5000, help="turns for the floor's throughput")
+    parser.add_argument("--no-pg", action="store_true", help="SQLite only: skip the PostgreSQL figures")
+    parser.add_argument("--pg-blocks", type=int, default=8, help="latency blocks per series on PostgreSQL")
+    parser.add_argument("--pg-per-writer", type=int, default=40, help="turns per writer on PostgreSQL")
+    parser.add_argument(
+        "--pg-floor-n", type=int, default=1000, help="turns for PostgreSQL's floor's throughput"
+    )
     args = parser.parse_args()
 
     os.environ.pop(DB_ENV, None)  # one SQLite file per run, in the temporary directory
     with tempfile.TemporaryDirectory(prefix="teamrt-bench-", dir=os.environ.get("TMPDIR")) as tmp:
         result = asyncio.run(measure(Path(tmp), args))
+        result.update(postgres(Path(tmp), args))
 
     print(f"{'':24}{'p50 ms':>10}{'p99 ms':>10}{'turns/s':>10}")
     print(
@@ -336,6 +478,20 @@ def main() -> None:
         f"(target <= {TARGET_P50_RATIO}), {result['turns_per_s_50']} turns/s with {WRITERS} writers "
         f"(target >= {TARGET_TURNS_PER_S:.0f}): {'met' if result['targets_met'] else 'NOT met'}"
     )
+    if "pg_skipped" in result:
+        print(f"PostgreSQL skipped: {result['pg_skipped']}")
+    else:
+        print(f"{'PostgreSQL (fsync on)':24}{'p50 ms':>10}{'p99 ms':>10}{'turns/s':>10}")
+        print(
+            f"{'teamrt append_turn':24}{result['pg_append_p50_ms']:>10}{result['pg_append_p99_ms']:>10}"
+            f"{result['pg_throughput_per_s']:>10}  ({WRITERS} writers, {result['pg_commits']} commits, "
+            f"{result['pg_mean_group']} turns each)"
+        )
+        print(
+            f"{'floor (raw psycopg)':24}{result['pg_floor_p50_ms']:>10}{result['pg_floor_p99_ms']:>10}"
+            f"{result['pg_floor_throughput_per_s']:>10}  (1 connection, a commit per turn)"
+        )
+        print(f"p50 {result['pg_ratio_p50']}x floor, {result['pg_ratio_throughput']}x floor's turns/s")
     if args.json:
         print(json.dumps(result))
 

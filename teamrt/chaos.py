@@ -16,6 +16,13 @@ ingest row of the store counted against the uninterrupted run's, whether or
 not the answer and result are the same (``Mail``: none lost, none there
 twice); no side-effecting tool call started twice (counted in a file outside
 the store, at ``tool.before``); and SQLite's ``integrity_check``.
+
+With ``TEAMRT_DB`` set, every incarnation stores the run in that server
+database (the value the caller's environment holds when it forks the
+incarnation), and every check reads it back through the store. There is no
+file to check for integrity: a client killed mid-transaction cannot damage
+the server's files, so the corruption check is the run's rows instead, read
+back whole and consistent (``inconsistencies``).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from . import faults
 from .examples import coding_repo, copy_tree, team_file
 from .runs import SUPERVISOR
 from .runtime.resume import REPEATABLE
+from .store.engine import DB_ENV, run_file
 
 POINTS = (
     "store.before_commit", "store.after_commit", "tool.before", "tool.after", "mail.written",
@@ -179,7 +187,7 @@ def incarnate(
     """One owner of the run, forked: it runs the example (``first``) or resumes it, and dies where
     ``kill`` says. Its exit code (negative: the signal that ended it)."""
     spec = {"example": example, "home": str(home), "project": str(project), "run_id": run_id,
-            "first": first, "kill": kill}  # fmt: skip
+            "first": first, "kill": kill, "db": os.environ.get(DB_ENV)}  # fmt: skip
     process = ctx.Process(target=_incarnation, args=(spec,))
     process.start()
     process.join(INCARNATION_TIMEOUT_S)
@@ -209,6 +217,10 @@ def _status(home: Path, run_id: str) -> str | None:
 def _incarnation(spec: dict[str, Any]) -> None:
     """One owner of the run: the first runs the example, the rest resume it; dies where told."""
     os.environ["TEAMRT_HOME"] = spec["home"]
+    if spec.get("db"):  # the caller's, not the forkserver's (it started with the environment of its day)
+        os.environ[DB_ENV] = spec["db"]
+    else:
+        os.environ.pop(DB_ENV, None)
     os.chdir(spec["project"])
     hits = _arm(spec["kill"], Path(spec["home"]) / f"{spec['run_id']}.{EXECUTIONS}")
     try:
@@ -298,6 +310,8 @@ def check(example: str, home: Path, run_id: str, project: Path, ref: Reference, 
             result.differences.append(f"the run ended {reader.run().status}")
         side_effecting = {c.id for c in reader.tool_calls() if not c.read_only}
         repeatable = {c.id for c in reader.tool_calls() if c.name in REPEATABLE}
+        if run_file(run_dir) is None:  # a server database: no file, the run's rows instead
+            result.corrupted = len(inconsistencies(reader))
     finally:
         reader.close()
     executions = home / f"{run_id}.{EXECUTIONS}"
@@ -307,9 +321,10 @@ def check(example: str, home: Path, run_id: str, project: Path, ref: Reference, 
         for (point, call), n in ((line.split(" ", 1), n) for line, n in noted.items())
         if n > 1 and call in side_effecting and (point == "tool.after" or call not in repeatable)
     )
-    with sqlite3.connect(run_dir / "run.db") as db:
-        verdict = db.execute("PRAGMA integrity_check").fetchone()[0]
-    result.corrupted = 0 if verdict == "ok" else 1
+    if run_file(run_dir) is not None:
+        with sqlite3.connect(run_dir / "run.db") as db:
+            verdict = db.execute("PRAGMA integrity_check").fetchone()[0]
+        result.corrupted = 0 if verdict == "ok" else 1
     answer, outcome, mail = observe(example, home, run_id, project)
     if answer != ref.answer:
         result.differences.append(f"answer: {answer!r} != {ref.answer!r}")
@@ -317,6 +332,37 @@ def check(example: str, home: Path, run_id: str, project: Path, ref: Reference, 
         result.differences.append(f"{'integration tree' if example == 'coding' else 'report'} differs")
     result.lost, result.duplicated = mail.against(ref.mail)
     return result
+
+
+def inconsistencies(reader: Any) -> list[str]:
+    """What is wrong with the run's rows as ``reader`` reads them: a table that does not read back, an
+    agent's turns not numbered 1 to n, a tool call or a mail row naming no turn of its agent, the run's
+    tokens not the sum of its agents'. Empty when the rows are whole."""
+    try:
+        run = reader.run()
+        agents = reader.agents()
+        turns = {a.name: reader.turns(a.name) for a in agents}
+        calls, mail = reader.tool_calls(), reader.mail()
+        for read_all in (reader.tasks, reader.merges, reader.events):
+            read_all()
+    except Exception as e:  # any failure to read back is what this reports
+        return [f"the run's rows do not read back: {type(e).__name__}: {e}"]
+    problems = []
+    for agent, agent_turns in turns.items():
+        if [turn.seq for turn in agent_turns] != list(range(1, len(agent_turns) + 1)):
+            problems.append(f"{agent}'s turns are numbered {[turn.seq for turn in agent_turns]}")
+    turn_ids = {(turn.agent, turn.id) for agent_turns in turns.values() for turn in agent_turns}
+    problems += [
+        f"tool call {c.id} names no turn of {c.agent}" for c in calls if (c.agent, c.turn_id) not in turn_ids
+    ]
+    problems += [
+        f"mail {m.id} names no turn of {m.agent}" for m in mail if (m.agent, m.turn_id) not in turn_ids
+    ]
+    for name in ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens"):
+        total = sum(getattr(a.usage, name) for a in agents)
+        if getattr(run.usage, name) != total:
+            problems.append(f"the run's {name} {getattr(run.usage, name)} != its agents' {total}")
+    return problems
 
 
 def observe(example: str, home: Path, run_id: str, project: Path) -> tuple[str, str, Mail]:

@@ -741,7 +741,7 @@ def _resume(args: argparse.Namespace) -> int:
 def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
     """The directory and record of run ``run_id``; raises ``NotResumable`` unless it crashed."""
     from . import home, runs
-    from .runtime.teamrun import NotResumable
+    from .runtime.teamrun import NotResumable, check_reachable
 
     run_dir = home.existing_run_dir(run_id)
     with runs.reading(run_dir, run_id) as reader:
@@ -750,6 +750,7 @@ def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
     if status != runs.CRASHED:
         owner = f" (pid {run.owner.pid} on {run.owner.host})" if status == "running" and run.owner else ""
         raise NotResumable(f"run {run_id} is {status}{owner}; only a crashed run can be resumed")
+    check_reachable(run_dir, run)
     return run_dir, run
 
 
@@ -789,22 +790,26 @@ def _inspect(args: argparse.Namespace) -> int:
             prices = _prices_file(args.prices) if args.prices is not None else None
             print("\n".join(runs.render_show(run_dir, args.run, full=args.full, prices=prices)))
         elif args.command == "send":
-            msg, status = runs.send(run_dir, args.run, args.agent, args.text)
-            print(msg.id)
+            sent, status = runs.send(run_dir, args.run, args.agent, args.text)
+            print(sent.message.id)
+            _said_through(sent, args.run)
             if status != "running":
                 print(
                     f"teamrt: note: run {args.run!r} is {status}; the message waits in the mailbox",
                     file=sys.stderr,
                 )
         elif args.command == "answer":
-            msg = runs.answer(run_dir, args.run, args.ask, args.verdict == "allow", args.reason)
+            sent = runs.answer(run_dir, args.run, args.ask, args.verdict == "allow", args.reason)
             print(
-                f"sent {args.verdict} for {args.ask} to the supervisor of run {args.run} (message {msg.id})"
+                f"sent {args.verdict} for {args.ask} to the supervisor of run {args.run}"
+                f" (message {sent.message.id})"
             )
+            _said_through(sent, args.run)
         else:
-            msg, created = runs.stop(run_dir, args.run, args.agent)
+            sent, created = runs.stop(run_dir, args.run, args.agent)
             what = f"agent {args.agent}" if args.agent else "the run"
-            print(f"asked the supervisor of run {args.run} to stop {what} (message {msg.id})")
+            print(f"asked the supervisor of run {args.run} to stop {what} (message {sent.message.id})")
+            _said_through(sent, args.run)
             if created:
                 print(
                     "teamrt: note: this run had no supervisor mailbox yet; the request waits there",
@@ -814,6 +819,22 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"teamrt: {e}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _said_through(sent: Any, run_id: str) -> None:
+    """On stderr, for a message that went through the database to a run on another host."""
+    if not sent.through_database:
+        return
+    if sent.owner_host is None:
+        line = f"left in the database for run {run_id!r}, which has no live owner: a resume delivers it"
+    elif sent.taken:
+        line = f"delivered through the database to its owner on {sent.owner_host}"
+    else:
+        line = (
+            f"left in the database for run {run_id!r}; its owner on {sent.owner_host} has not taken it"
+            " yet (it will when it reads again)"
+        )
+    print(f"teamrt: note: {line}", file=sys.stderr)
 
 
 def _print_json(value: object) -> None:

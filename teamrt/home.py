@@ -27,10 +27,10 @@ _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 class UnknownRun(LookupError):
     """A run name with no run directory under the home."""
 
-    def __init__(self, run: str, runs: Path) -> None:
+    def __init__(self, run: str, runs: Path, why: str | None = None) -> None:
         self.run = run
         self.runs = runs
-        super().__init__(f"no run named {run!r} in {runs}")
+        super().__init__(f"no run named {run!r} in {runs}" + (f" ({why})" if why else ""))
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -80,11 +80,40 @@ def runs_path() -> Path:
 
 
 def existing_run_dir(run_id: str) -> Path:
-    """``<home>/runs/<run>`` of a run that exists; raises UnknownRun. Creates nothing."""
+    """``<home>/runs/<run>`` of a run that exists; raises UnknownRun. Creates nothing.
+
+    With runs in a server database (``TEAMRT_DB``), a run of another host whose
+    directory is not reachable here is found in the database: the path is
+    returned though it does not exist, and whatever needs the directory (a
+    resume, the mailbox) says so.
+    """
     runs = runs_path()
-    if not is_name(run_id) or not (runs / run_id).is_dir():
+    if not is_name(run_id):
+        raise UnknownRun(run_id, runs)
+    if not (runs / run_id).is_dir() and not _in_server_database(run_id):
         raise UnknownRun(run_id, runs)
     return runs / run_id
+
+
+def _in_server_database(run_id: str) -> bool:
+    from .store.engine import server_url
+
+    url = server_url()
+    if url is None:
+        return False
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    from .store import StoreError, open_reader
+    from .store.engine import describe
+
+    try:
+        open_reader(runs_path() / run_id, run_id).close()
+    except StoreError:
+        return False
+    except SQLAlchemyError as e:
+        reason = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else type(e).__name__
+        raise UnknownRun(run_id, runs_path(), f"{describe(url)} cannot be read: {reason}") from None
+    return True
 
 
 def _private_dir(path: Path) -> Path:

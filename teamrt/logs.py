@@ -17,6 +17,8 @@ from typing import Any
 from . import runs
 from .runs import RunsError
 from .store import EventRecord, RunNotFound, StoreError
+from .store.engine import is_postgres, server_url
+from .store.notify import COMMITS, Listener
 from .store.records import MERGE_STATUSES
 from .tools.todo import TODOS_EVENT
 
@@ -74,6 +76,8 @@ def follow(
     ``STORE_WAIT_S``; then RunsError.
     """
     _wait_for_store(run_dir, run_id)
+    url = server_url()
+    commits = Listener(url, COMMITS, run_id) if follow and url is not None and is_postgres(url) else None
     try:
         with runs.reading(run_dir, run_id) as reader:
             started = reader.run().created_at
@@ -88,14 +92,21 @@ def follow(
                 if stop or status != "running":
                     return status
                 stop = until is not None and until()  # then one more pass for the last events
-                if not stop:
+                if stop:
+                    continue
+                if commits is None:
                     time.sleep(poll_s)
+                else:  # woken by the owner's commit; the status is read again each second all the same
+                    commits.wait(1.0)
     except RunNotFound:
         log = run_dir / OUTPUT_LOG
         see = f"; see {log}" if log.exists() else ""
         raise RunsError(f"run {run_id!r} has no store in {run_dir} (it did not start){see}") from None
     except StoreError as e:
         raise RunsError(str(e)) from None
+    finally:
+        if commits is not None:
+            commits.close()
 
 
 def store_ready(run_dir: Path, run_id: str) -> bool:

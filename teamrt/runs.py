@@ -12,7 +12,6 @@ as running whose owner is gone, or whose heartbeat is stale, is *crashed*.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,13 +22,15 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from .mailbox import Mailbox, Message, is_name
+from . import steer
+from .mailbox import is_name
 from .mailbox.message import preview
 from .models.catalog import SOURCE_DATE, ModelInfo
 from .models.pricing import cost_for
 from .models.registry import is_sim
 from .models.types import Usage as ModelUsage
-from .runtime.asking import ANSWERED, ASK, USER
+from .runtime.asking import ANSWERED, ASK
+from .steer import MAILBOX_DIR, Sent
 from .store import (
     AgentRecord,
     EventRecord,
@@ -44,14 +45,14 @@ from .store import (
     open_reader,
     owner_alive,
 )
-from .store.engine import DB_FILE, run_file
+from .store.engine import DB_FILE, run_file, server_url
+from .store.engine import describe as describe_store
+from .store.ownership import host_identity
 from .tools.sandbox import SANDBOX_EVENT, describe
 
 CRASHED = "crashed"
 LIVE_AGENT = ("pending", "running", "idle", "merging")
 SUPERVISOR = "supervisor"  # the mailbox the run's supervisor reads its control mail from
-MAILBOX_DIR = "mailbox"
-SPILL_DIR = "spill"
 SUMMARY_CHARS = 80
 TASK_CHARS = 50
 SHOWN_LINES = 6  # of an answer or a task in ``show`` (``show --full``: all)
@@ -104,7 +105,7 @@ def owner_text(run: RunRecord) -> str | None:
     owner = run.owner
     if owner is None or run_status(run) != "running":
         return None
-    return f"pid {owner.pid}" + ("" if owner.host == socket.gethostname() else f" on {owner.host}")
+    return f"pid {owner.pid}" + ("" if owner.host == host_identity() else f" on {owner.host}")
 
 
 def run_status(run: RunRecord) -> str:
@@ -168,6 +169,9 @@ def list_runs(runs_dir: Path, cache: SummaryCache | None = None) -> list[RunSumm
     only a write (a resume's) can change what it says. A live run is always
     read, since its owner can die without writing.
     """
+    url = server_url()
+    if url is not None:
+        return _server_runs(url, runs_dir)
     if not runs_dir.is_dir():
         return []
     found = [
@@ -175,6 +179,31 @@ def list_runs(runs_dir: Path, cache: SummaryCache | None = None) -> list[RunSumm
         for entry in os.scandir(runs_dir)
         if is_name(entry.name) and entry.is_dir(follow_symlinks=False)
     ]
+    return sorted(found, key=lambda s: (s.started, s.id), reverse=True)
+
+
+def _server_runs(url: str, runs_dir: Path) -> list[RunSummary]:
+    """Every run in the server database, whichever host it is on, with one connection; and a run
+    directory here that the database does not have, as a problem."""
+    from sqlalchemy import select
+
+    from .store import tables as t
+    from .store.engine import reader_engine
+
+    engine = reader_engine(url)
+    try:
+        with engine.connect() as conn:
+            ids = list(conn.execute(select(t.runs.c.id)).scalars())
+        found = [_summary_of(StoreReader(engine, run_id), run_id, 0.0) for run_id in ids]
+    except SQLAlchemyError as e:
+        raise unreadable("*", e) from None
+    finally:
+        engine.dispose()
+    if runs_dir.is_dir():
+        known = set(ids)
+        for entry in os.scandir(runs_dir):
+            if is_name(entry.name) and entry.is_dir(follow_symlinks=False) and entry.name not in known:
+                found.append(RunSummary(entry.name, _mtime(Path(entry.path)), problem="not in the database"))
     return sorted(found, key=lambda s: (s.started, s.id), reverse=True)
 
 
@@ -209,12 +238,20 @@ def summarize(run_dir: Path) -> RunSummary:
     run_id = run_dir.name
     try:
         with reading(run_dir, run_id) as reader:
-            run = reader.run()
-            agents = reader.agents()
+            return _summary_of(reader, run_id, _mtime(run_dir))
     except RunNotFound:
         return RunSummary(run_id, _mtime(run_dir), problem="no run store here (run.db missing or empty)")
     except (StoreError, RunsError, OSError) as e:
         return RunSummary(run_id, _mtime(run_dir), problem=str(e))
+
+
+def _summary_of(reader: StoreReader, run_id: str, started: float) -> RunSummary:
+    try:
+        with reader.snapshot() as snap:
+            run = snap.run()
+            agents = snap.agents()
+    except StoreError as e:
+        return RunSummary(run_id, started, problem=str(e))
     status = run_status(run)
     running = sum(a.status == "running" for a in agents) if status == "running" else 0
     owner = owner_text(run)
@@ -234,7 +271,9 @@ def _mtime(path: Path) -> float:
 
 def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = None) -> list[str]:
     if not summaries:
-        return [f"no runs yet in {runs_dir}; start one with: teamrt run --prompt '...'"]
+        url = server_url()
+        where = runs_dir if url is None else describe_store(url)
+        return [f"no runs yet in {where}; start one with: teamrt run --prompt '...'"]
     now = time.time() if now is None else now
     rows = [("RUN", "STATUS", "AGE", "AGENTS", "COST", "TOKENS", "TASK")]
     for s in summaries:
@@ -625,24 +664,23 @@ def _task_table(tasks: list[TaskRecord], *, full: bool = False) -> list[str]:
 # -- send and stop -------------------------------------------------------------
 
 
-def send(run_dir: Path, run_id: str, agent: str, text: str) -> tuple[Message, str]:
-    """Deliver ``text`` from the user into ``agent``'s mailbox; returns it and the run's status."""
+def send(run_dir: Path, run_id: str, agent: str, text: str) -> tuple[Sent, str]:
+    """Deliver ``text`` from the user to ``agent`` (see ``steer.post``); returns it and the run's status."""
     if not text.strip():
         raise RunsError("the message is empty; nothing was sent")
     with reading(run_dir, run_id) as reader:
-        status = run_status(reader.run())
+        run = reader.run()
         names = [a.name for a in reader.agents()]
     if agent not in names:
         raise RunsError(_no_agent(run_id, agent, names))
     root = run_dir / MAILBOX_DIR
-    if not (root / agent).is_dir():
+    if not steer.elsewhere(run_dir, run) and not (root / agent).is_dir():
         raise RunsError(f"agent {agent!r} of run {run_id!r} has no mailbox at {root / agent}")
-    with Mailbox(root, run_id, spill_dir=run_dir / SPILL_DIR) as mailbox:
-        msg = mailbox.post(sender=USER, recipient=agent, body=text, summary=preview(text, SUMMARY_CHARS))
-    return msg, status
+    sent = _post(run_dir, run, recipient=agent, body=text, summary=preview(text, SUMMARY_CHARS))
+    return sent, run_status(run)
 
 
-def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Message, bool]:
+def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Sent, bool]:
     """Ask the run's supervisor to stop the run, or one agent, by a ``control`` message.
 
     Refused unless the run is live. Returns the message and whether the
@@ -662,19 +700,19 @@ def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Message, bool]:
             raise RunsError(_no_agent(run_id, agent, list(agents)))
         if record.status not in LIVE_AGENT:
             raise RunsError(f"agent {agent!r} of run {run_id!r} is {record.status}; there is nothing to stop")
-    root = run_dir / MAILBOX_DIR
-    created = not (root / SUPERVISOR).is_dir()
-    with Mailbox(root, run_id) as mailbox:
-        if created:
-            mailbox.register(SUPERVISOR)
-        msg = mailbox.post(
-            sender=USER,
-            recipient=SUPERVISOR,
-            kind="control",
-            body=f"stop agent {agent}" if agent else "stop the run",
-            data={"action": "stop", "agent": agent},
-        )
-    return msg, created
+    created = not steer.elsewhere(run_dir, run) and not (run_dir / MAILBOX_DIR / SUPERVISOR).is_dir()
+    sent = _post(
+        run_dir, run, recipient=SUPERVISOR, register=True, kind="control",
+        body=f"stop agent {agent}" if agent else "stop the run", data={"action": "stop", "agent": agent},
+    )  # fmt: skip
+    return sent, created
+
+
+def _post(run_dir: Path, run: RunRecord, **fields: Any) -> Sent:
+    try:
+        return steer.post(run_dir, run, **fields)
+    except steer.SteerError as e:
+        raise RunsError(str(e)) from None
 
 
 # -- permission asks ------------------------------------------------------------------
@@ -718,7 +756,7 @@ def as_pending(event: EventRecord) -> PendingAsk:
     )
 
 
-def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | None = None) -> Message:
+def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | None = None) -> Sent:
     """Answer the waiting ask ``ask_id`` by a ``control`` message to the run's supervisor, as the user.
 
     Refused unless the run is live and the ask waits. The answer counts only if
@@ -748,18 +786,16 @@ def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | N
     reason = " ".join(reason.split()) if reason else None
     call = describe_call(str(asked[ask_id].data.get("tool", "?")), asked[ask_id].data.get("input") or {})
     verb = "allow" if allow else "deny"
-    root = run_dir / MAILBOX_DIR
-    with Mailbox(root, run_id) as mailbox:
-        if not (root / SUPERVISOR).is_dir():
-            mailbox.register(SUPERVISOR)
-        return mailbox.post(
-            sender=USER,
-            recipient=SUPERVISOR,
-            kind="control",
-            body=f"{verb} {ask_id} ({asked[ask_id].agent}: {call})" + (f": {reason}" if reason else ""),
-            summary=f"{verb} {ask_id}",
-            data={"action": "answer", "ask": ask_id, "allow": allow, "reason": reason or None},
-        )
+    return _post(
+        run_dir,
+        run,
+        recipient=SUPERVISOR,
+        register=True,
+        kind="control",
+        body=f"{verb} {ask_id} ({asked[ask_id].agent}: {call})" + (f": {reason}" if reason else ""),
+        summary=f"{verb} {ask_id}",
+        data={"action": "answer", "ask": ask_id, "allow": allow, "reason": reason or None},
+    )
 
 
 def describe_call(tool: str, tool_input: dict[str, Any]) -> str:

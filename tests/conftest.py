@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import subprocess
 import sys
@@ -12,12 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
+from sqlalchemy.pool import NullPool
 
 from teamrt.claudecode.paths import CONFIG_DIR_ENV
 from teamrt.mailbox import Mailbox, open_watcher
 from teamrt.mailbox.watcher import Watcher
 from teamrt.models import BLOCK_ENV, ModelRequest, ModelResponse, open_model
 from teamrt.models.sim import SimServer
+from teamrt.pgserver import NoServer, PgServer
 from teamrt.settings import SETTINGS_ENV, ModelSettings, Settings
 from teamrt.tools.base import ToolContext
 from teamrt.tools.sandbox import TOOLCHAINS, default_sandbox
@@ -49,6 +52,48 @@ def shown_in_homes() -> set[str]:
 
 
 RUN = "run1"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A PostgreSQL server of this worker's own (see ``teamrt.pgserver``), with a template database at the
+    newest schema. Skipped only where PostgreSQL is not installed and not in CI: CI installs it."""
+    try:
+        server = PgServer().start()
+    except NoServer as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"{e}: CI must test the store on PostgreSQL")
+        pytest.skip(str(e))
+    try:
+        from sqlalchemy import create_engine
+
+        from teamrt.store import migrate
+
+        engine = create_engine(server.create_database(PG_TEMPLATE), poolclass=NullPool)
+        with engine.connect() as conn:
+            migrate.upgrade(conn, "template")
+        engine.dispose()
+        yield server
+    finally:
+        server.stop()
+
+
+PG_TEMPLATE = "teamrt_template"
+_databases = itertools.count(1)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_db(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Runs the test once on per-run SQLite files and once with ``TEAMRT_DB`` on a fresh PostgreSQL
+    database at the newest schema, dropped afterwards. Yields the backend's name."""
+    if request.param != "postgres":
+        yield str(request.param)
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    name = f"t{next(_databases)}"
+    monkeypatch.setenv("TEAMRT_DB", server.create_database(name, PG_TEMPLATE))
+    yield "postgres"
+    server.drop_database(name)
 
 
 @pytest.fixture(autouse=True)

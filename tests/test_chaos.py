@@ -113,6 +113,7 @@ def start_run(example: str, where: Path, until: str) -> tuple[Path, Path, subpro
     return project, home, owner
 
 
+@pytest.mark.usefixtures("store_db")
 def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: Path) -> None:
     project, home, owner = start_run("coding", tmp_path, "runs/*/worktrees/*")  # the coders are at work
     owner.send_signal(signal.SIGKILL)
@@ -130,6 +131,7 @@ def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: P
     assert detached.returncode == 1 and "is done; only a crashed run can be resumed" in detached.stderr
 
 
+@pytest.mark.usefixtures("store_db")
 def test_resume_detach_takes_a_crashed_run_over_in_the_background(tmp_path: Path) -> None:
     project, home, owner = start_run("coding", tmp_path, "runs/*/worktrees/*")
     owner.send_signal(signal.SIGKILL)
@@ -143,7 +145,7 @@ def test_resume_detach_takes_a_crashed_run_over_in_the_background(tmp_path: Path
     assert "run.resumed" in followed.stdout and f"run {run_dir.name} ended: done" in followed.stdout
 
 
-def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
+def test_resuming_a_live_run_is_refused(tmp_path: Path, store_db: str) -> None:
     """The owner is held on a permission ask (for up to ten minutes) while the resume is tried; once the
     ask is answered, it ends the run itself."""
 
@@ -195,8 +197,9 @@ def test_resuming_a_live_run_is_refused(tmp_path: Path) -> None:
         assert "run.resumed" not in [e.kind for e in events]
     finally:
         reader.close()
-    with closing(sqlite3.connect(run_dir / "run.db")) as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    if store_db == "sqlite":
+        with closing(sqlite3.connect(run_dir / "run.db")) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert teamrt("resume", "nosuchrun", cwd=project, home=home).stderr.startswith("teamrt: no run named")
 
 
@@ -209,6 +212,7 @@ def _line_with(process: subprocess.Popen[str], needle: str) -> str:
     raise AssertionError(f"{needle!r} never came; the process ended {process.wait()}")
 
 
+@pytest.mark.usefixtures("store_db")
 def test_a_full_disk_stops_the_run_clearly_and_resume_goes_on_when_space_returns(
     tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any, tree: Path
 ) -> None:
@@ -264,6 +268,7 @@ def test_processes_a_crashed_run_left_are_killed_and_a_reused_pid_is_spared(tmp_
             p.wait()
 
 
+@pytest.mark.usefixtures("store_db")
 def test_a_worktree_lost_with_the_crash_is_made_again_and_the_run_ends(
     tmp_path: Path, references: dict[str, chaos.Reference], ctx: Any, tree: Path
 ) -> None:

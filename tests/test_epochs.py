@@ -20,6 +20,8 @@ from teamrt.runtime.teamfile import load_team_file
 from teamrt.store import create_store
 from teamrt.tools.base import ToolContext, ToolResult
 
+pytestmark = pytest.mark.usefixtures("store_db")
+
 FORK = "lead-fork"
 
 

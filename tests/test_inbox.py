@@ -60,8 +60,11 @@ def test_a_watcher_started_after_mail_waits_receives_all_of_it(mailbox: Mailbox,
     assert [m.id for m in receive(mailbox, "alice", 200, watcher)] == [m.id for m in sent]
 
 
-def later(seconds: float, fn: Callable[[], object]) -> None:
-    threading.Timer(seconds, fn).start()
+def later(seconds: float, fn: Callable[[], object]) -> threading.Timer:
+    """``fn`` called on a thread in ``seconds``; join the timer before the mailbox it writes to closes."""
+    timer = threading.Timer(seconds, fn)
+    timer.start()
+    return timer
 
 
 def wake_times(mailbox: Mailbox, watcher: Watcher, count: int, delay: float = 0.02) -> list[float]:
@@ -71,10 +74,11 @@ def wake_times(mailbox: Mailbox, watcher: Watcher, count: int, delay: float = 0.
         waits = []
         async with Inbox(mailbox, "alice", watcher=watcher) as inbox:
             for i in range(count):
-                later(delay, partial(mailbox.post, sender="bob", recipient="alice", body=str(i)))
+                poster = later(delay, partial(mailbox.post, sender="bob", recipient="alice", body=str(i)))
                 start = time.perf_counter()
                 msg = await asyncio.wait_for(inbox.next(), 60)
                 waits.append(time.perf_counter() - start - delay)
+                poster.join()
                 inbox.ack(msg)
         return waits
 
@@ -115,8 +119,10 @@ def test_the_rescan_timer_finds_mail_when_every_event_is_lost(mailbox: Mailbox) 
     async def go() -> Message:
         async with Inbox(mailbox, "alice", watcher=DeafWatcher()) as inbox:
             assert inbox.poll() is None
-            later(0.05, lambda: mailbox.post(sender="bob", recipient="alice", body="late"))
-            return await asyncio.wait_for(inbox.next(), 5)
+            poster = later(0.05, lambda: mailbox.post(sender="bob", recipient="alice", body="late"))
+            got = await asyncio.wait_for(inbox.next(), 5)
+            poster.join()  # its post may still be tidying its temporary file after the inbox saw it
+            return got
 
     assert asyncio.run(go()).body == "late"
 
@@ -239,8 +245,10 @@ def test_a_refused_inotify_watch_falls_back_to_polling(
 
     async def go() -> Message:
         async with Inbox(mailbox, "alice", watcher=watcher) as inbox:
-            later(0.05, partial(mailbox.post, sender="bob", recipient="alice", body="polled"))
-            return await asyncio.wait_for(inbox.next(), 5)
+            poster = later(0.05, partial(mailbox.post, sender="bob", recipient="alice", body="polled"))
+            got = await asyncio.wait_for(inbox.next(), 5)
+            poster.join()
+            return got
 
     try:
         assert asyncio.run(go()).body == "polled"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import time
 from collections import deque
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from gitrepo import git, make_repo
-from sqlalchemy import Connection, update
+from sqlalchemy import update
 
 from teamrt import faults, home
 from teamrt.mailbox import Mailbox
@@ -35,8 +36,11 @@ from teamrt.runtime.teamfile import load_team_file, team_to_json
 from teamrt.runtime.teamrun import RunSummary, resume_run
 from teamrt.store import FinishedCall, Store, ToolUse, create_store, open_reader, owner_alive
 from teamrt.store import tables as t
+from teamrt.store.engine import store_url, writer_engine
 from teamrt.worktree import GitRepo, Worktrees
 from teamrt.worktree.checkout import ship
+
+pytestmark = pytest.mark.usefixtures("store_db")
 
 RUN = "20261125-000000-built"
 LEAD_TEAM = """
@@ -132,15 +136,25 @@ async def last_turn(
 
 def crash(scene: Scene) -> None:
     """Leave the run as a SIGKILLed owner does: still ``running``, its owner a process that is gone
-    (its heartbeat recent), the lock free. The store's close clears only its own owner: the dead one stays."""
+    (its heartbeat recent), the lock free. The store's close gives up its ownership, so the dead owner is
+    written after it, as the killed owner, which never closed, left the row."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-
-    def dead_owner(conn: Connection) -> None:
-        conn.execute(update(t.runs).where(t.runs.c.id == RUN).values(owner_pid=gone.pid, owner_start_time=1))
-
-    scene.call(scene.store.write(dead_owner))
+    owner = scene.store.owner
     scene.store.close()
+    engine = writer_engine(store_url(scene.run_dir))
+    try:
+        with engine.connect() as conn, conn.begin():
+            conn.execute(
+                update(t.runs)
+                .where(t.runs.c.id == RUN)
+                .values(
+                    owner_host=owner.host, owner_pid=gone.pid, owner_start_time=1,
+                    owner_since=owner.since, heartbeat_at=time.time(),
+                )
+            )  # fmt: skip
+    finally:
+        engine.dispose()
     reader = open_reader(scene.run_dir, RUN)
     try:
         run = reader.run()

@@ -1,21 +1,47 @@
-"""Run ownership: a live owner is exclusive, a dead one's run is taken over, the heartbeat tells which."""
+"""Run ownership: a live owner is exclusive, a dead one's run is taken over, the heartbeat tells which;
+the lease's fencing token refuses every write of an owner that was taken over from. Each test runs on
+per-run SQLite files and on PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
-from teamrt.store import RunOwned, create_store, open_reader, open_store, owner_alive
+from teamrt.store import (
+    RunOwned,
+    RunTakenOver,
+    StoreWriteFailed,
+    create_store,
+    open_reader,
+    open_store,
+    owner_alive,
+)
+from teamrt.store.engine import store_url
+from teamrt.store.ownership import HOST_ENV, BadHost, host_identity
 
 RUN = "r1"
+pytestmark = pytest.mark.usefixtures("store_db")
+
+
+def execute(run_dir: Path, sql: str, **params: object) -> None:
+    """A statement on the run's database from outside teamrt (a test playing another host or the clock)."""
+    engine = create_engine(store_url(run_dir), poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql), params)
+    finally:
+        engine.dispose()
+
 
 OWNER_SCRIPT = """
 import sys, time
@@ -101,15 +127,14 @@ def test_heartbeat_beats_while_idle(run_dir: Path, monkeypatch: pytest.MonkeyPat
 
 def test_owner_on_another_machine_is_refused_while_its_heartbeat_is_fresh(run_dir: Path) -> None:
     create_store(run_dir, RUN, task="t", workdir="/").close()
-    db = run_dir / "run.db"
 
     def pretend_owner(heartbeat_age: float) -> None:
-        with sqlite3.connect(db) as conn:
-            conn.execute(
-                "UPDATE runs SET owner_host='build-7', owner_pid=99, owner_start_time=1, owner_since=0,"
-                " heartbeat_at=?",
-                (time.time() - heartbeat_age,),
-            )
+        execute(
+            run_dir,
+            "UPDATE runs SET owner_host='build-7', owner_pid=99, owner_start_time=1, owner_since=0,"
+            " heartbeat_at=:at",
+            at=time.time() - heartbeat_age,
+        )
 
     pretend_owner(1.0)
     with pytest.raises(RunOwned, match="owned by pid 99 on build-7, heartbeat 1 s ago"):
@@ -117,3 +142,72 @@ def test_owner_on_another_machine_is_refused_while_its_heartbeat_is_fresh(run_di
     pretend_owner(3600.0)
     with open_store(run_dir, RUN) as store:
         assert store.reader.events()[-1].data["previous"] == {"host": "build-7", "pid": 99}
+
+
+def test_every_take_bumps_the_lease_and_a_race_for_one_run_has_one_winner(run_dir: Path) -> None:
+    with create_store(run_dir, RUN, task="t", workdir="/") as store:
+        assert store.token == store.reader.run().owner_token == 1
+    with open_store(run_dir, RUN) as store:
+        assert store.token == 2
+        assert store.reader.events()[-1].data["lease"] == 2
+    # two takers that read the run at the same moment: the compare-and-set lets only one through
+    from teamrt.store import ops
+    from teamrt.store.engine import writer_engine
+    from teamrt.store.records import Owner
+
+    engine = writer_engine(store_url(run_dir))
+    try:
+        with engine.begin() as conn:
+            seen = ops.read_run(conn, RUN)
+        assert seen is not None and seen.owner_token == 2
+        with engine.begin() as conn:
+            assert ops.take_ownership(conn, seen, Owner("host-a", 1, 1, time.time())) == 3
+        with pytest.raises(RunOwned, match="owned by pid 1 on host-a"), engine.begin() as conn:
+            ops.take_ownership(conn, seen, Owner("host-b", 2, 2, time.time()))
+    finally:
+        engine.dispose()
+
+
+def test_an_owner_taken_over_from_has_every_later_write_refused(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Split brain in one process: host-a is wedged long enough for host-b to take the run (the flock
+    does not span hosts, so none stops it); host-a's next write, and every one after, is refused, and
+    nothing it tried is in the store."""
+    monkeypatch.setenv(HOST_ENV, "host-a")
+
+    async def scene() -> None:
+        stale = create_store(run_dir, RUN, task="t", workdir="/")
+        await stale.append_event("a.before")
+        stale._lock.release()  # another host: its lock file is not this one's
+        execute(run_dir, "UPDATE runs SET heartbeat_at = heartbeat_at - 3600")  # wedged past its lease
+        monkeypatch.setenv(HOST_ENV, "host-b")
+        with open_store(run_dir, RUN) as fresh:
+            assert fresh.token == stale.token + 1
+            with pytest.raises(RunTakenOver) as refused:
+                await stale.append_event("a.after")
+            said = str(refused.value)
+            assert f"was taken over by pid {os.getpid()} on host-b (lease 2, this process held 1)" in said
+            assert isinstance(stale.failure, StoreWriteFailed)
+            with pytest.raises(RunTakenOver):
+                await stale.set_run_status("done")  # the store stays stopped
+            await fresh.append_event("b.after")
+            kinds = [e.kind for e in fresh.reader.events()]
+        stale.close()  # gives up nothing: the run is host-b's, and host-b closed cleanly
+        assert kinds.count("a.before") == 1 and "a.after" not in kinds and kinds[-1] == "b.after"
+        reader = open_reader(run_dir, RUN)
+        try:
+            run = reader.run()
+            assert run.status == "running" and run.owner is None and run.owner_token == 2
+        finally:
+            reader.close()
+
+    asyncio.run(scene())
+
+
+def test_a_host_name_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_ENV, "../../etc/passwd")
+    with pytest.raises(BadHost, match=re.escape("TEAMRT_HOST='../../etc/passwd' is not a host name")):
+        host_identity()
+    monkeypatch.setenv(HOST_ENV, "worker-3.example")
+    assert host_identity() == "worker-3.example"

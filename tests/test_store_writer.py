@@ -16,9 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection, create_engine, func, select
+from sqlalchemy.pool import NullPool
 
 from teamrt import faults
 from teamrt.store import NotFound, Store, StoreClosed, StoreWriteFailed, Usage, create_store, open_store
+from teamrt.store import tables as t
+from teamrt.store.engine import store_url
+
+pytestmark = pytest.mark.usefixtures("store_db")
 
 RUN = "r1"
 
@@ -27,9 +33,22 @@ def text(s: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": s}]
 
 
-def count(db: Path, table: str) -> int:
-    with sqlite3.connect(db) as conn:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+@contextmanager
+def outside(run_dir: Path) -> Iterator[Connection]:
+    """A connection of its own to the run's database (its SQLite file or the server's), as another
+    process reading it sees it: what the writer has committed, nothing more."""
+    engine = create_engine(store_url(run_dir), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def committed_turns(run_dir: Path) -> int:
+    """The run's turns, as committed."""
+    with outside(run_dir) as conn:
+        return int(conn.execute(select(func.count()).where(t.turns.c.run_id == RUN)).scalar_one())
 
 
 def integrity(db: Path) -> str:
@@ -73,7 +92,6 @@ async def new_store(run_dir: Path) -> Store:
 
 def test_no_caller_is_released_before_its_commit(run_dir: Path) -> None:
     """Fifty writers wait while their commit is held; none hears back until it is on disk."""
-    db = run_dir / "run.db"
 
     async def go() -> None:
         store = await new_store(run_dir)
@@ -91,10 +109,10 @@ def test_no_caller_is_released_before_its_commit(run_dir: Path) -> None:
             for _ in range(10):
                 await asyncio.sleep(0)
             assert not any(w.done() for w in writers)
-            assert count(db, "turns") == 0  # and the held group is not visible either
+            assert committed_turns(run_dir) == 0  # and the held group is not visible either
             held.release.set()
             turns = await asyncio.gather(*writers)
-        assert count(db, "turns") == 50
+        assert committed_turns(run_dir) == 50
         assert sorted(t.agent for t in turns) == [f"w{i:02}" for i in range(50)]
         # Fifty writes in (at most) three commits: the held one and what queued behind it.
         assert store.commits - commits_before <= 3
@@ -103,9 +121,10 @@ def test_no_caller_is_released_before_its_commit(run_dir: Path) -> None:
     asyncio.run(go())
 
 
-def event_kinds(db: Path) -> list[str]:
-    with sqlite3.connect(db) as conn:
-        return [str(kind) for (kind,) in conn.execute("SELECT kind FROM events ORDER BY id")]
+def event_kinds(run_dir: Path) -> list[str]:
+    with outside(run_dir) as conn:
+        rows = conn.execute(select(t.events.c.kind).where(t.events.c.run_id == RUN).order_by(t.events.c.id))
+        return [str(kind) for (kind,) in rows]
 
 
 async def queued(store: Store, count: int) -> None:
@@ -119,12 +138,11 @@ async def queued(store: Store, count: int) -> None:
 def test_a_failing_operation_fails_alone_in_its_group(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Five operations queued behind a held commit land in ONE commit; the two that raise fail alone."""
     monkeypatch.setattr("teamrt.store.store.HEARTBEAT_S", 3600.0)  # no heartbeat takes the held commit
-    db = run_dir / "run.db"
     mine = {"first", "a", "b", "c"}
     after_each_commit: list[tuple[str, ...]] = []  # this test's events as each commit left them
 
     def look(detail: str) -> None:
-        after_each_commit.append(tuple(k for k in event_kinds(db) if k in mine))
+        after_each_commit.append(tuple(k for k in event_kinds(run_dir) if k in mine))
 
     async def go() -> None:
         store = await new_store(run_dir)
@@ -184,7 +202,9 @@ def test_a_closed_store_refuses_writes(run_dir: Path) -> None:
     asyncio.run(go())
 
 
-def test_injected_disk_full_mid_commit_stops_the_store_and_keeps_what_was_committed(run_dir: Path) -> None:
+def test_injected_disk_full_mid_commit_stops_the_store_and_keeps_what_was_committed(
+    run_dir: Path, store_db: str
+) -> None:
     db = run_dir / "run.db"
 
     def disk_full(detail: str) -> None:
@@ -197,7 +217,7 @@ def test_injected_disk_full_mid_commit_stops_the_store_and_keeps_what_was_commit
         with faults.inject("store.before_commit", disk_full), pytest.raises(StoreWriteFailed) as info:
             await store.append_turn("lead", epoch=1, role="user", content=text("lost"))
         message = str(info.value)
-        assert "no space left on device" in message and "resume" in message and str(db) in message
+        assert "no space left on device" in message and "resume" in message and store.where in message
         with pytest.raises(StoreWriteFailed):
             await store.append_event("refused")  # the store accepts nothing more
         store.close()
@@ -205,8 +225,9 @@ def test_injected_disk_full_mid_commit_stops_the_store_and_keeps_what_was_commit
             await store.append_event("closed")  # the failure stays the news after close
 
     asyncio.run(go())
-    assert integrity(db) == "ok"
-    assert count(db, "turns") == 3
+    if store_db == "sqlite":
+        assert integrity(db) == "ok"
+    assert committed_turns(run_dir) == 3
 
     async def resume() -> None:
         with open_store(run_dir, RUN) as store:
@@ -214,9 +235,10 @@ def test_injected_disk_full_mid_commit_stops_the_store_and_keeps_what_was_commit
             assert turn.seq == 4
 
     asyncio.run(resume())
-    assert count(db, "turns") == 4
+    assert committed_turns(run_dir) == 4
 
 
+@pytest.mark.parametrize("store_db", ["sqlite"], indirect=True)  # SQLite's own write of its WAL fails
 def test_a_real_write_failure_inside_sqlite_is_clear_and_harmless(run_dir: Path) -> None:
     """The file-size limit makes SQLite's own write of the WAL fail mid-commit (root ignores file modes)."""
     db = run_dir / "run.db"
@@ -264,4 +286,4 @@ def test_a_real_write_failure_inside_sqlite_is_clear_and_harmless(run_dir: Path)
     acked = int(acked_text)
     assert acked >= 1
     assert integrity(db) == "ok"
-    assert count(db, "turns") == acked
+    assert committed_turns(run_dir) == acked

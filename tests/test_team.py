@@ -22,6 +22,8 @@ from teamrt.runtime.teamfile import load_team_file
 from teamrt.store import Store, create_store
 from teamrt.tools.base import ToolContext, ToolResult
 
+pytestmark = pytest.mark.usefixtures("store_db")
+
 TEAM = """
 [team]
 model = "sim"
@@ -52,11 +54,13 @@ def run_team(
     setup: Callable[[Supervisor], None] | None = None,
     *,
     hang: float = 90,
+    run: str = "r1",
 ) -> tuple[Outcome, Store]:
-    """Run ``prompt`` through the real supervisor; ``hang`` seconds only bound a hang."""
-    run_dir = project / ".teamrt" / "runs" / "r1"
+    """Run ``prompt`` through the real supervisor as the new run ``run``; ``hang`` seconds only bound a
+    hang."""
+    run_dir = project / ".teamrt" / "runs" / run
     run_dir.mkdir(parents=True)
-    store = create_store(run_dir, "r1", task=prompt, workdir=str(project))
+    store = create_store(run_dir, run, task=prompt, workdir=str(project))
     team = load_team_file(project / "team.toml", project=project)
 
     async def go() -> Outcome:
@@ -297,6 +301,7 @@ class Hold:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("store_db", ["sqlite"], indirect=True)  # a minute: the store changes no model call
 def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) -> None:
     hold = Hold(60.0)  # the issue asks for a minute
 
@@ -531,8 +536,8 @@ def test_a_lead_ends_once_its_many_teammates_all_idle(project: Path, sim: SimSer
         return reply
 
     sim.policies.update({"lead": lead, "researcher": lambda request: Reply().say("pong")})
-    for _ in range(3):  # the race is timing-dependent; before the fix about one run in three hung
-        outcome, store = run_team(project, sim, "go")
+    for i in range(3):  # the race is timing-dependent; before the fix about one run in three hung
+        outcome, store = run_team(project, sim, "go", run=f"r{i}")  # a server database keeps every run
         assert outcome.status == "done"
         assert sum(a.kind == "team" for a in store.reader.agents()) == 20
         shutil.rmtree(project / ".teamrt")

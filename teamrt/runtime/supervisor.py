@@ -57,6 +57,7 @@ from .budget import role_budget, run_budget
 from .history import rebuild, unanswered_calls
 from .hooking import RunHooks, load_hooks, task_completing
 from .loop import AgentLoop
+from .relay import SteeringRelay
 from .resume import (
     ENDED,
     INTERRUPTED,
@@ -209,6 +210,7 @@ class Supervisor:
     async def _conduct(self, begin: Callable[[], Awaitable[Member]]) -> Outcome:
         """Run the team from ``begin`` (which starts its agents and names the lead) to the lead's end."""
         control = asyncio.create_task(self._control())
+        relay = asyncio.create_task(SteeringRelay(self.store, self.mailbox).run())  # mail from other hosts
         try:
             policy = self.team.sandbox
             await self.store.append_event(  # what the agents' commands may reach, for show and the TUI
@@ -229,8 +231,11 @@ class Supervisor:
             return outcome
         finally:
             control.cancel()
+            relay.cancel()
             await self.mcp.close()
             for member in self.members.values():
+                if member.task is not None and member.task.done() and not member.task.cancelled():
+                    member.task.exception()  # said by its outcome; a stopped store is raised by the run
                 member.inbox.close()
                 if member.loop.env.stream is not None:
                     member.loop.env.stream.close()

@@ -18,7 +18,8 @@ from ..models.catalog import resolve
 from ..models.registry import is_sim
 from ..models.types import OnText
 from ..settings import load_settings
-from ..store import Store, create_store, open_reader, open_store
+from ..store import RunRecord, Store, create_store, open_reader, open_store
+from ..store.ownership import host_identity
 from ..tools.policy import SandboxPolicy
 from ..tools.sandbox import OPT_IN, default_sandbox, describe
 from ..worktree import GitRepo, Worktrees
@@ -280,6 +281,19 @@ class NotResumable(ValueError):
     """A run that exists but cannot be taken over: it ended, or no team was kept with it."""
 
 
+def check_reachable(run_dir: Path, run: RunRecord) -> None:
+    """Refuse to resume a run (of a server database) whose directory or project is not on this host:
+    its mailbox, spill files and worktrees are where its owner was."""
+    if not run_dir.is_dir():
+        where = f" (last owned by pid {run.owner.pid} on {run.owner.host})" if run.owner else ""
+        raise NotResumable(
+            f"run {run.id}'s directory {run_dir} is not reachable on {host_identity()}{where}; resume it"
+            " there, or on a host that shares the directory"
+        )
+    if not Path(run.workdir).is_dir():
+        raise NotResumable(f"run {run.id} works in {run.workdir}, which is not on {host_identity()}")
+
+
 async def resume_run(
     run_id: str, *, on_text: OnText | None = None, on_notice: Notice | None = None
 ) -> RunSummary:
@@ -294,6 +308,7 @@ async def resume_run(
         raise NotResumable(f"run {run_id} is {run.status}; only a crashed run can be resumed")
     if "team" not in run.settings:
         raise NotResumable(f"run {run_id} was started by an older teamrt that kept no team with it")
+    check_reachable(run_dir, run)
     team = team_from_json(run.settings["team"])
     project = Path(run.workdir)
     scan = scan_definitions(project)

@@ -4,8 +4,14 @@ SQLite (the default, one ``runs/<run>/run.db`` per run): WAL, ``synchronous=FULL
 a busy timeout, foreign keys on, and ``BEGIN IMMEDIATE`` for the writer so a
 write transaction takes the lock up front instead of failing half-way.
 Readers open the file with ``mode=ro`` and read inside deferred transactions,
-which gives each read a consistent snapshot. ``TEAMRT_DB`` names a server
-database (for example PostgreSQL) that holds every run instead.
+which gives each read a consistent snapshot.
+
+``TEAMRT_DB`` names a server database (PostgreSQL, through psycopg 3) that
+holds every run instead. There the writer's connection ends any transaction
+left idle for ``STALE_AFTER_S`` (a wedged owner must not hold the run's row
+lock against a takeover), and readers read in ``REPEATABLE READ`` read-only
+transactions: the server's equivalent of SQLite's snapshot, and a reader that
+cannot write.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import NullPool
 
+from .ownership import STALE_AFTER_S
+
 DB_ENV = "TEAMRT_DB"
 DB_FILE = "run.db"
 FILE_MODE = 0o600
@@ -25,12 +33,28 @@ BUSY_TIMEOUT_MS = 10_000
 
 def store_url(run_dir: Path) -> str:
     """The URL of the database holding the run whose directory is ``run_dir``."""
-    return os.environ.get(DB_ENV) or f"sqlite:///{run_dir / DB_FILE}"
+    return server_url() or f"sqlite:///{run_dir / DB_FILE}"
+
+
+def server_url() -> str | None:
+    """``TEAMRT_DB``, with a bare ``postgresql://`` made ``postgresql+psycopg://`` (the driver teamrt
+    ships); None when every run keeps its own SQLite file."""
+    url = os.environ.get(DB_ENV)
+    if not url:
+        return None
+    for bare in ("postgresql://", "postgres://"):
+        if url.startswith(bare):
+            return "postgresql+psycopg://" + url[len(bare) :]
+    return url
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith("postgresql")
 
 
 def run_file(run_dir: Path) -> Path | None:
     """The run's own database file, or None when ``TEAMRT_DB`` holds every run."""
-    return None if os.environ.get(DB_ENV) else run_dir / DB_FILE
+    return None if server_url() else run_dir / DB_FILE
 
 
 def describe(url: str) -> str:
@@ -64,6 +88,13 @@ def create_file(path: Path) -> None:
 
 def writer_engine(url: str) -> Engine:
     """An engine for the one writer connection of a run (and its set-up)."""
+    if is_postgres(url):
+        idle_ms = int(STALE_AFTER_S * 1000)
+        return create_engine(
+            url, poolclass=NullPool,
+            connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms}",
+                          "application_name": "teamrt writer"},
+        )  # fmt: skip
     if not is_sqlite(url):
         return create_engine(url, pool_pre_ping=True)
     engine = create_engine(url, poolclass=NullPool)
@@ -72,7 +103,13 @@ def writer_engine(url: str) -> Engine:
 
 
 def reader_engine(url: str) -> Engine:
-    """An engine that can only read: SQLite's ``mode=ro``, or a plain server connection."""
+    """An engine that can only read: SQLite's ``mode=ro``, PostgreSQL's read-only snapshots."""
+    if is_postgres(url):
+        return create_engine(
+            url, pool_pre_ping=True, pool_size=2, isolation_level="REPEATABLE READ",
+            connect_args={"options": "-c default_transaction_read_only=on",
+                          "application_name": "teamrt reader"},
+        )  # fmt: skip
     if not is_sqlite(url):
         return create_engine(url, pool_pre_ping=True)
     path = sqlite_path(url)

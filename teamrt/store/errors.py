@@ -75,6 +75,27 @@ class StoreWriteFailed(StoreError):
         )
 
 
+class RunTakenOver(StoreWriteFailed):
+    """Another owner took the run (its lease's token moved on): this process may write to it no more.
+
+    Raised by the fence every write transaction checks, so a stale owner (one
+    that was wedged while another host resumed the run) never writes over the
+    new owner's work.
+    """
+
+    def __init__(self, run: str, where: str, token: int, now: int, host: str | None, pid: int | None) -> None:
+        self.run = run
+        self.token = token
+        self.now = now
+        by = f"pid {pid} on {host}" if host is not None else "another owner"
+        reason = f"run {run!r} was taken over by {by} (lease {now}, this process held {token})"
+        Exception.__init__(
+            self, f"{reason}; this process stopped writing to it, and nothing after its last commit was kept"
+        )
+        self.where = where
+        self.reason = reason
+
+
 class StoreClosed(StoreError):
     def __init__(self, where: str) -> None:
         self.where = where

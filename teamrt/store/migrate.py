@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 # The newest revision under migrations/versions; a test holds the two equal.
-HEAD = "0002"
+HEAD = "0003"
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
@@ -44,8 +44,29 @@ def alembic_config() -> Config:
     return config
 
 
+# PostgreSQL advisory lock taken around an upgrade: hosts starting runs at once migrate one at a time.
+UPGRADE_LOCK = 0x7465616D7274  # "teamrt"
+
+
 def upgrade(connection: Connection, where: str) -> None:
     """Bring the database behind ``connection`` to ``HEAD``; refuse one from a newer teamrt."""
+    revision = current_revision(connection)
+    connection.commit()
+    if revision == HEAD:
+        return
+    if connection.dialect.name != "postgresql":
+        _upgrade(connection, where)
+        return
+    connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": UPGRADE_LOCK})
+    connection.commit()
+    try:
+        _upgrade(connection, where)
+    finally:
+        connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": UPGRADE_LOCK})
+        connection.commit()
+
+
+def _upgrade(connection: Connection, where: str) -> None:
     revision = current_revision(connection)
     connection.commit()
     if revision == HEAD:

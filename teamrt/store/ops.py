@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Insert, and_, bindparam, exists, func, insert
 
 from . import tables as t
 from .errors import InvalidTransition, NotFound, TaskUnavailable
+from .ownership import take_lease
 from .records import (
     AGENT_KINDS,
     AGENT_STATUSES,
@@ -50,8 +51,21 @@ _INSERT_TURN = insert(t.turns)
 _INSERT_TOOL_CALL = insert(t.tool_calls)
 _INSERT_MAIL = insert(t.mail)
 _INSERT_EVENT = insert(t.events)
-_NEXT_SEQ = select(func.coalesce(func.max(t.turns.c.seq), 0) + 1).where(
-    t.turns.c.run_id == bindparam("b_run"), t.turns.c.agent == bindparam("b_agent")
+# The newest turn's seq by the (run, agent, seq) index read backwards: one row, however the server's
+# statistics stand (max() over a fresh PostgreSQL table scanned every turn of the agent).
+_NEXT_SEQ = select(
+    func.coalesce(
+        select(t.turns.c.seq)
+        .where(t.turns.c.run_id == bindparam("b_run"), t.turns.c.agent == bindparam("b_agent"))
+        .order_by(t.turns.c.seq.desc())
+        .limit(1)
+        .scalar_subquery(),
+        0,
+    )
+    + 1
+)
+_NEXT_TASK = select(func.coalesce(func.max(t.tasks.c.number), 0) + 1).where(
+    t.tasks.c.run_id == bindparam("b_run")
 )
 _ADD_AGENT_USAGE = (
     update(t.agents)
@@ -136,22 +150,14 @@ def read_run(conn: Connection, run: str) -> RunRecord | None:
     return None if row is None else t.run_record(row)
 
 
-def take_ownership(conn: Connection, run: str, owner: Owner, previous: Owner | None) -> None:
-    conn.execute(
-        update(t.runs)
-        .where(t.runs.c.id == run)
-        .values(
-            owner_host=owner.host,
-            owner_pid=owner.pid,
-            owner_start_time=owner.start_time,
-            owner_since=owner.since,
-            heartbeat_at=owner.since,
-        )
-    )
-    data: dict[str, Any] = {"host": owner.host, "pid": owner.pid}
-    if previous is not None:
-        data["previous"] = {"host": previous.host, "pid": previous.pid}
-    append_event(conn, run, "run.owner", None, data)
+def take_ownership(conn: Connection, run: RunRecord, owner: Owner) -> int:
+    """Take the run's lease for ``owner`` (see ``ownership.take_lease``); returns the new fencing token."""
+    token = take_lease(conn, run, owner)
+    data: dict[str, Any] = {"host": owner.host, "pid": owner.pid, "lease": token}
+    if run.owner is not None:
+        data["previous"] = {"host": run.owner.host, "pid": run.owner.pid}
+    append_event(conn, run.id, "run.owner", None, data)
+    return token
 
 
 def heartbeat(conn: Connection, run: str) -> None:
@@ -399,13 +405,14 @@ def record_tool_process(conn: Connection, run: str, call_id: str, pid: int, star
 def create_task(
     conn: Connection, run: str, *, subject: str, description: str, created_by: str, blocked_by: Sequence[int]
 ) -> TaskRecord:
-    for blocker in blocked_by:
-        _task(conn, run, blocker)
+    blockers = sorted({_task_key(conn, run, b) for b in blocked_by})
+    number = conn.execute(_NEXT_TASK, {"b_run": run}).scalar_one()
     now = time.time()
-    task_id = _insert(
+    key = _insert(
         conn,
         insert(t.tasks).values(
             run_id=run,
+            number=number,
             subject=subject,
             description=description,
             status="open",
@@ -415,20 +422,31 @@ def create_task(
             updated_at=now,
         ),
     )
-    if blocked_by:
-        conn.execute(
-            insert(t.task_blockers), [{"task_id": task_id, "blocker_id": b} for b in sorted(set(blocked_by))]
-        )
-    append_event(conn, run, "task.created", created_by, {"task": task_id, "subject": subject})
-    return _task(conn, run, task_id)
+    if blockers:
+        conn.execute(insert(t.task_blockers), [{"task_id": key, "blocker_id": b} for b in blockers])
+    append_event(conn, run, "task.created", created_by, {"task": number, "subject": subject})
+    return _task(conn, run, number)
 
 
-def _task(conn: Connection, run: str, task_id: int) -> TaskRecord:
-    row = conn.execute(select(t.tasks).where(t.tasks.c.run_id == run, t.tasks.c.id == task_id)).first()
+def _task_key(conn: Connection, run: str, number: int) -> int:
+    """The database key of the run's task ``number``; NotFound if the run has none."""
+    key = conn.execute(
+        select(t.tasks.c.id).where(t.tasks.c.run_id == run, t.tasks.c.number == number)
+    ).scalar_one_or_none()
+    if key is None:
+        raise NotFound("task", number)
+    return int(key)
+
+
+def _task(conn: Connection, run: str, number: int) -> TaskRecord:
+    row = conn.execute(select(t.tasks).where(t.tasks.c.run_id == run, t.tasks.c.number == number)).first()
     if row is None:
-        raise NotFound("task", task_id)
+        raise NotFound("task", number)
+    blocker = t.tasks.alias("blocker")
     blockers = conn.execute(
-        select(t.task_blockers.c.blocker_id).where(t.task_blockers.c.task_id == task_id)
+        select(blocker.c.number)
+        .select_from(t.task_blockers.join(blocker, blocker.c.id == t.task_blockers.c.blocker_id))
+        .where(t.task_blockers.c.task_id == row._mapping["id"])
     ).scalars()
     return t.task_record(row, blockers)
 
@@ -448,7 +466,10 @@ def claim_task(conn: Connection, run: str, task_id: int, agent: str) -> TaskReco
     claimed = conn.execute(
         update(t.tasks)
         .where(
-            t.tasks.c.run_id == run, t.tasks.c.id == task_id, t.tasks.c.status == "open", ~unfinished_blocker
+            t.tasks.c.run_id == run,
+            t.tasks.c.number == task_id,
+            t.tasks.c.status == "open",
+            ~unfinished_blocker,
         )
         .values(status="in_progress", owner=agent, updated_at=time.time())
     )
@@ -462,7 +483,9 @@ def claim_task(conn: Connection, run: str, task_id: int, agent: str) -> TaskReco
         raise TaskUnavailable(task_id, "already done", task.owner, task.blocked_by)
     waiting = tuple(
         conn.execute(
-            select(t.tasks.c.id).where(t.tasks.c.id.in_(task.blocked_by), t.tasks.c.status != "done")
+            select(t.tasks.c.number).where(
+                t.tasks.c.run_id == run, t.tasks.c.number.in_(task.blocked_by), t.tasks.c.status != "done"
+            )
         ).scalars()
     )
     listed = ", ".join(str(b) for b in sorted(waiting))
@@ -478,7 +501,7 @@ def update_task(conn: Connection, run: str, task_id: int, status: str, by: str) 
     owner = None if status == "open" else current.owner
     conn.execute(
         update(t.tasks)
-        .where(t.tasks.c.run_id == run, t.tasks.c.id == task_id)
+        .where(t.tasks.c.run_id == run, t.tasks.c.number == task_id)
         .values(status=status, owner=owner, updated_at=time.time())
     )
     append_event(conn, run, "task.updated", by, {"task": task_id, "status": status})

@@ -1,10 +1,20 @@
-"""Who owns a run: an flock on ``runs/<run>/owner.lock`` plus the heartbeat in the runs row.
+"""Who owns a run: an flock on one host, a lease with a fencing token across hosts.
 
-The kernel drops the lock the moment its owner dies, so on one machine a
-second owner is refused exactly while the first lives, with no stale-lock
-guessing. The heartbeat (renewed by the writer every ``HEARTBEAT_S``) tells
-readers such as ``teamrt ls`` whether the owner still works, and refuses an
-owner on another machine sharing a server database while a fresh one beats.
+On one host, an flock on the run directory's lock file: the kernel drops it
+the moment its owner dies, so a second owner is refused exactly while the
+first lives, with no stale-lock guessing. The heartbeat (renewed by the
+writer every ``HEARTBEAT_S``) tells readers such as ``teamrt ls`` whether the
+owner still works, and refuses an owner on another host sharing a server
+database while a fresh one beats.
+
+Across hosts the flock proves nothing (each host locks its own file: flock
+over shared storage is not to be trusted), so the run's row holds a lease:
+``owner_token``, bumped by every take. A take is a compare-and-set on the
+token it saw, and every write transaction of the owner first checks, under a
+shared row lock, that the token is still its own (``check_lease``). A host
+that was wedged past ``STALE_AFTER_S`` and taken over from therefore has
+its next write refused in the same transaction (``RunTakenOver``): clocks
+decide only when a take is allowed, never whether a stale write lands.
 """
 
 from __future__ import annotations
@@ -12,24 +22,54 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
 
+from sqlalchemy import Connection, select, update
+
 from ..procs import is_running, own_identity
-from .errors import RunOwned
+from . import tables as t
+from .errors import RunOwned, RunTakenOver, StoreError
 from .records import Owner, RunRecord
 
 LOCK_FILE = "owner.lock"
+HOST_ENV = "TEAMRT_HOST"
 HEARTBEAT_S = 2.0
 STALE_AFTER_S = 15.0  # several missed heartbeats: the owner is gone or wedged
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+
+class BadHost(StoreError):
+    def __init__(self, value: str) -> None:
+        super().__init__(
+            f"{HOST_ENV}={value[:60]!r} is not a host name (letters, digits, '.', '_' and '-', up to 255)"
+        )
+
+
+def host_identity() -> str:
+    """This host's name in ownership: ``TEAMRT_HOST`` when set (containers that share a hostname), else
+    the machine's hostname."""
+    value = os.environ.get(HOST_ENV)
+    if value is None or value == "":
+        return socket.gethostname()
+    if not _HOST_NAME.fullmatch(value):
+        raise BadHost(value)
+    return value
+
+
+def lock_name(shared_database: bool) -> str:
+    """The lock file: ``owner.lock`` beside a run's own SQLite file, one per host when runs live in a
+    server database (hosts that share the run directory each lock their own; the lease keeps them apart)."""
+    return f"owner.{host_identity()}.lock" if shared_database else LOCK_FILE
 
 
 class OwnerLock:
     """This process's exclusive hold on one run directory."""
 
-    def __init__(self, run_dir: Path, run: str) -> None:
-        self.path = run_dir / LOCK_FILE
+    def __init__(self, run_dir: Path, run: str, *, shared_database: bool = False) -> None:
+        self.path = run_dir / lock_name(shared_database)
         self.run = run
         self._fd: int | None = None
 
@@ -48,7 +88,7 @@ class OwnerLock:
             os.close(fd)
             raise
         pid, start = own_identity()
-        owner = Owner(socket.gethostname(), pid, start, time.time())
+        owner = Owner(host_identity(), pid, start, time.time())
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"host": owner.host, "pid": pid, "start_time": start}).encode(), 0)
         self._fd = fd
@@ -85,6 +125,54 @@ def owner_alive(run: RunRecord) -> bool:
         return False
     if time.time() - run.heartbeat_at >= STALE_AFTER_S:
         return False
-    if owner.host == socket.gethostname():
+    if owner.host == host_identity():
         return is_running(owner.pid, owner.start_time)
     return True
+
+
+def take_lease(conn: Connection, run: RunRecord, owner: Owner) -> int:
+    """Make ``owner`` the run's owner under a new fencing token, which it returns.
+
+    A compare-and-set on the token read with ``run``: if another host took the
+    run in between, this take is refused as owned by that host.
+    """
+    token = run.owner_token + 1
+    taken = conn.execute(
+        update(t.runs)
+        .where(t.runs.c.id == run.id, t.runs.c.owner_token == run.owner_token)
+        .values(
+            owner_host=owner.host, owner_pid=owner.pid, owner_start_time=owner.start_time,
+            owner_since=owner.since, heartbeat_at=owner.since, owner_token=token,
+        )
+    )  # fmt: skip
+    if taken.rowcount != 1:
+        now = conn.execute(select(t.runs).where(t.runs.c.id == run.id)).first()
+        holder = t.run_record(now).owner if now is not None else None
+        raise RunOwned(run.id, holder.host if holder else "another host", holder.pid if holder else 0, 0.0)
+    return token
+
+
+def check_lease(conn: Connection, run: str, token: int, where: str) -> None:
+    """Refuse this transaction unless ``token`` is still the run's lease. The check holds a shared lock
+    on the run's row (PostgreSQL: ``FOR SHARE``; SQLite's writer holds the whole file), so a take waits
+    for this transaction, and this one sees a take that committed first."""
+    row = conn.execute(
+        select(t.runs.c.owner_token, t.runs.c.owner_host, t.runs.c.owner_pid)
+        .where(t.runs.c.id == run)
+        .with_for_update(read=True)
+    ).first()
+    if row is None:
+        raise RunTakenOver(run, where, token, -1, None, None)
+    if row.owner_token == token:
+        return
+    host, pid = row.owner_host, row.owner_pid
+    if host is None:  # the new owner already let go: its take is in the events
+        taken = conn.execute(
+            select(t.events.c.data)
+            .where(t.events.c.run_id == run, t.events.c.kind == "run.owner")
+            .order_by(t.events.c.id.desc())
+            .limit(1)
+        ).scalar()
+        if isinstance(taken, dict):
+            host, pid = taken.get("host"), taken.get("pid")
+    raise RunTakenOver(run, where, token, int(row.owner_token), host, pid)

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Row, select, union_all
 
 from . import engine as eng
-from . import migrate
+from . import migrate, steering
 from . import tables as t
 from .errors import NotFound, RunNotFound, SchemaTooNew, SchemaTooOld
 from .ownership import OwnerLock
@@ -25,6 +25,7 @@ from .records import (
     MailRecord,
     MergeRecord,
     RunRecord,
+    SteeringRecord,
     TaskRecord,
     ToolCallRecord,
     TurnRecord,
@@ -53,6 +54,11 @@ class StoreReader:
 
     def close(self) -> None:
         self._engine.dispose()
+
+    def steering_waiting(self) -> list[SteeringRecord]:
+        """Messages left for this run by other hosts and not yet delivered (see ``steering.py``)."""
+        with self._read() as conn:
+            return steering.waiting(conn, self.run_id)
 
     def run(self) -> RunRecord:
         with self._read() as conn:
@@ -168,16 +174,17 @@ class StoreReader:
     def tasks(self) -> list[TaskRecord]:
         with self._read() as conn:
             rows = conn.execute(
-                select(t.tasks).where(t.tasks.c.run_id == self.run_id).order_by(t.tasks.c.id)
+                select(t.tasks).where(t.tasks.c.run_id == self.run_id).order_by(t.tasks.c.number)
             ).all()
+            blocker = t.tasks.alias("blocker")
             blockers = conn.execute(
-                select(t.task_blockers.c.task_id, t.task_blockers.c.blocker_id).where(
-                    t.task_blockers.c.task_id.in_([r._mapping["id"] for r in rows])
-                )
+                select(t.task_blockers.c.task_id, blocker.c.number)
+                .select_from(t.task_blockers.join(blocker, blocker.c.id == t.task_blockers.c.blocker_id))
+                .where(t.task_blockers.c.task_id.in_([r._mapping["id"] for r in rows]))
             ).all()
         by_task: dict[int, list[int]] = {}
-        for task_id, blocker_id in blockers:
-            by_task.setdefault(task_id, []).append(blocker_id)
+        for key, number in blockers:
+            by_task.setdefault(key, []).append(number)
         return [t.task_record(r, by_task.get(r._mapping["id"], [])) for r in rows]
 
     def merges(self) -> list[MergeRecord]:
@@ -248,7 +255,7 @@ def open_reader(run_dir: Path, run: str) -> StoreReader:
 
 
 def _upgrade_idle(run_dir: Path, run: str, url: str, where: str, revision: str) -> None:
-    lock = OwnerLock(run_dir, run)
+    lock = OwnerLock(run_dir, run, shared_database=eng.run_file(run_dir) is None)
     try:
         lock.acquire()
     except Exception:

@@ -64,6 +64,8 @@ class RunRecord:
     usage: Usage
     owner: Owner | None
     heartbeat_at: float | None
+    owner_token: int = 0
+    """The lease's fencing token: bumped by every take of the run; a write under an older one is refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,3 +211,16 @@ class MergeRecord:
     merged_commit: str | None
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SteeringRecord:
+    """A person's message to a run, left in the database by a host that cannot reach its mailbox."""
+
+    id: int
+    message: dict[str, Any]
+    sent_at: float
+    sent_from: str
+    delivered_at: float | None
+    outcome: str | None
+    """``delivered``, or ``refused: why`` for a message the owner could not take; None while it waits."""

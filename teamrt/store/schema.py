@@ -75,6 +75,9 @@ class Run(UsageTotals, Base):
     owner_start_time: Mapped[int | None] = mapped_column(BigInteger)
     owner_since: Mapped[float | None] = mapped_column(Double)
     heartbeat_at: Mapped[float | None] = mapped_column(Double)
+    # The lease's fencing token: every take of the run bumps it, and every write transaction of the
+    # owner checks it (see ownership.py), so an owner that was taken over from can no longer write.
+    owner_token: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class Agent(UsageTotals, Base):
@@ -172,13 +175,18 @@ class Mail(Base):
 
 
 class Task(Base):
-    """An entry of the team's shared task list: open -> in_progress -> done."""
+    """An entry of the team's shared task list: open -> in_progress -> done.
+
+    ``id`` is the row's key in the database; ``number`` is the task's number
+    in its run (1, 2, ...), the one agents see, the same whether the run has
+    a file of its own or shares a server database with other runs."""
 
     __tablename__ = "tasks"
-    __table_args__ = (Index(None, "run_id", "status"),)
+    __table_args__ = (Index(None, "run_id", "status"), Index(None, "run_id", "number", unique=True))
 
     id: Mapped[int] = mapped_column(Serial, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(Name, ForeignKey("runs.id"))
+    number: Mapped[int] = mapped_column(Integer)
     subject: Mapped[str] = mapped_column(Text)
     description: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))
@@ -228,3 +236,22 @@ class Event(Base):
     agent: Mapped[str | None] = mapped_column(Name)
     kind: Mapped[str] = mapped_column(String(64))
     data: Mapped[dict[str, Any]]
+
+
+class Steering(Base):
+    """A person's message (``send``, ``stop``, ``answer``) to a run owned on another host.
+
+    The owner's supervisor turns each into mail in its own mailbox, woken by
+    LISTEN/NOTIFY, and marks it delivered; the mailbox contract is unchanged.
+    """
+
+    __tablename__ = "steering"
+    __table_args__ = (Index(None, "run_id", "delivered_at"),)
+
+    id: Mapped[int] = mapped_column(Serial, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(Name, ForeignKey("runs.id"))
+    message: Mapped[dict[str, Any]]
+    sent_at: Mapped[float] = mapped_column(Double)
+    sent_from: Mapped[str] = mapped_column(String(255))
+    delivered_at: Mapped[float | None] = mapped_column(Double)
+    outcome: Mapped[str | None] = mapped_column(Text)

@@ -18,7 +18,8 @@ from . import engine as eng
 from . import migrate, ops
 from . import tables as t
 from .errors import RunExists, RunNotFound, StoreWriteFailed
-from .ownership import HEARTBEAT_S, OwnerLock, check_not_live_elsewhere
+from .notify import COMMITS, notify
+from .ownership import HEARTBEAT_S, OwnerLock, check_lease, check_not_live_elsewhere
 from .reader import StoreReader
 from .records import (
     AgentRecord,
@@ -40,13 +41,21 @@ T = TypeVar("T")
 class Store:
     """The owner's handle on one run. Build it with ``create_store`` or ``open_store``."""
 
-    def __init__(self, run: str, where: str, engine: Engine, lock: OwnerLock, owner: Owner, url: str) -> None:
+    def __init__(
+        self, run: str, where: str, engine: Engine, lock: OwnerLock, owner: Owner, url: str, token: int
+    ) -> None:
         self.run_id = run
         self.where = where
+        self.url = url
         self.owner = owner
+        self.token = token
+        """This owner's fencing token: every write transaction first checks it is still the run's."""
         self._engine = engine
         self._lock = lock
-        self._writer = Writer(engine, where, functools.partial(ops.heartbeat, run=run), HEARTBEAT_S)
+        self._writer = Writer(
+            engine, where, functools.partial(ops.heartbeat, run=run), HEARTBEAT_S,
+            fence=functools.partial(_fence, run=run, token=token, where=where),
+        )  # fmt: skip
         self.reader = StoreReader(eng.reader_engine(url), run)
 
     @property
@@ -71,7 +80,7 @@ class Store:
                 with self._engine.connect() as conn, conn.begin():
                     conn.execute(
                         update(t.runs)
-                        .where(t.runs.c.id == self.run_id, t.runs.c.owner_pid == self.owner.pid)
+                        .where(t.runs.c.id == self.run_id, t.runs.c.owner_token == self.token)
                         .values(owner_host=None, owner_pid=None, owner_start_time=None, owner_since=None)
                     )
             except Exception:
@@ -243,6 +252,13 @@ class Store:
         await self.write(functools.partial(ops.set_run_status, run=self.run_id, status=status, reason=reason))
 
 
+def _fence(conn: Connection, *, run: str, token: int, where: str) -> None:
+    """First in every write transaction: refuse it unless this owner still holds the lease, and tell
+    listeners on a server database that the run moved."""
+    check_lease(conn, run, token, where)
+    notify(conn, COMMITS, run)
+
+
 def create_store(
     run_dir: Path,
     run: str,
@@ -263,7 +279,7 @@ def create_store(
             raise RunExists(run, str(run_dir.parent))
         eng.create_file(path)
 
-    def setup(conn: Connection, owner: Owner) -> None:
+    def setup(conn: Connection, owner: Owner) -> int:
         if ops.read_run(conn, run) is not None:
             raise RunExists(run, where)
         ops.insert_run(
@@ -276,7 +292,9 @@ def create_store(
             budget_tokens=budget_tokens,
             budget_usd=budget_usd,
         )
-        ops.take_ownership(conn, run, owner, None)
+        record = ops.read_run(conn, run)
+        assert record is not None
+        return ops.take_ownership(conn, record, owner)
 
     try:
         return _open(run_dir, run, url, where, setup)
@@ -295,26 +313,26 @@ def open_store(run_dir: Path, run: str) -> Store:
     if path is not None and not path.is_file():
         raise RunNotFound(run, str(run_dir.parent))
 
-    def setup(conn: Connection, owner: Owner) -> None:
+    def setup(conn: Connection, owner: Owner) -> int:
         record = ops.read_run(conn, run)
         if record is None:
             raise RunNotFound(run, where)
         check_not_live_elsewhere(record, owner)
-        ops.take_ownership(conn, run, owner, record.owner)
+        return ops.take_ownership(conn, record, owner)
 
     return _open(run_dir, run, url, where, setup)
 
 
-def _open(run_dir: Path, run: str, url: str, where: str, setup: Callable[[Connection, Owner], None]) -> Store:
-    lock = OwnerLock(run_dir, run)
+def _open(run_dir: Path, run: str, url: str, where: str, setup: Callable[[Connection, Owner], int]) -> Store:
+    lock = OwnerLock(run_dir, run, shared_database=eng.run_file(run_dir) is None)
     owner = lock.acquire()
     engine = eng.writer_engine(url)
     try:
         with engine.connect() as conn:
             migrate.upgrade(conn, where)
             with conn.begin():
-                setup(conn, owner)
-        return Store(run, where, engine, lock, owner, url)
+                token = setup(conn, owner)
+        return Store(run, where, engine, lock, owner, url, token)
     except BaseException:
         engine.dispose()
         lock.release()

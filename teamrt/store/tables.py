@@ -17,6 +17,7 @@ from .records import (
     Owner,
     ProcessRecord,
     RunRecord,
+    SteeringRecord,
     TaskRecord,
     ToolCallRecord,
     TurnRecord,
@@ -34,6 +35,7 @@ tasks: Table = Base.metadata.tables["tasks"]
 task_blockers: Table = Base.metadata.tables["task_blockers"]
 events: Table = Base.metadata.tables["events"]
 merge_queue: Table = Base.metadata.tables["merge_queue"]
+steering: Table = Base.metadata.tables["steering"]
 
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens", "cost_usd")
 
@@ -85,7 +87,8 @@ def mail_record(row: Row[Any]) -> MailRecord:
 
 
 def task_record(row: Row[Any], blocked_by: Iterable[int]) -> TaskRecord:
-    return _record(TaskRecord, row, blocked_by=tuple(sorted(blocked_by)))
+    """A task as its run knows it: by its number, blocked by the numbers of ``blocked_by``."""
+    return _record(TaskRecord, row, id=row._mapping["number"], blocked_by=tuple(sorted(blocked_by)))
 
 
 def event_record(row: Row[Any]) -> EventRecord:
@@ -94,3 +97,7 @@ def event_record(row: Row[Any]) -> EventRecord:
 
 def merge_record(row: Row[Any]) -> MergeRecord:
     return _record(MergeRecord, row)
+
+
+def steering_record(row: Row[Any]) -> SteeringRecord:
+    return _record(SteeringRecord, row)

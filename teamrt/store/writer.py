@@ -52,9 +52,18 @@ class Writer:
     """Owns the run's single write connection on a thread of its own."""
 
     def __init__(
-        self, engine: Engine, where: str, idle_op: Op[None] | None = None, idle_interval: float = 2.0
+        self,
+        engine: Engine,
+        where: str,
+        idle_op: Op[None] | None = None,
+        idle_interval: float = 2.0,
+        *,
+        fence: Op[None] | None = None,
     ) -> None:
+        """``idle_op``: run when nothing was written for ``idle_interval`` (the heartbeat); ``fence``: run
+        first in every transaction, refusing the whole group by raising (the lease check)."""
         self._engine = engine
+        self._fence = fence
         self._where = where
         self._idle_op = idle_op
         self._idle_interval = idle_interval
@@ -141,6 +150,8 @@ class Writer:
             isolated = False
             while True:
                 with conn.begin() as transaction:
+                    if self._fence is not None:
+                        self._fence(conn)
                     if _run_ops(conn, group, isolated):
                         faults.point("store.before_commit")
                         break
@@ -154,8 +165,11 @@ class Writer:
         _settle(group)
 
     def _fail(self, error: BaseException, group: list[_Job]) -> None:
-        self._failure = StoreWriteFailed(self._where, _reason(error))
-        self._failure.__cause__ = error
+        if isinstance(error, StoreWriteFailed):  # the fence: another owner took the run
+            self._failure = error
+        else:
+            self._failure = StoreWriteFailed(self._where, _reason(error))
+            self._failure.__cause__ = error
         log.error("%s", self._failure)
         for job in group:
             job.error = self._failure

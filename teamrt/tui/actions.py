@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import runs
+from ..steer import Sent
 from ..store import StoreError
 
 RESUME_TIMEOUT_S = 60.0
@@ -27,28 +28,36 @@ class ActionFailed(Exception):
 
 def message(run_dir: Path, run_id: str, agent: str, text: str) -> str:
     try:
-        msg, status = runs.send(run_dir, run_id, agent, text)
+        sent, status = runs.send(run_dir, run_id, agent, text)
     except (runs.RunsError, StoreError, OSError) as e:
         raise ActionFailed(str(e)) from None
     later = "" if status == "running" else f" (the run is {status}; it is read when the run goes on)"
-    return f"sent to {agent}: {msg.summary}{later}"
+    return f"sent to {agent}{_via(sent)}: {sent.message.summary}{later}"
+
+
+def _via(sent: Sent) -> str:
+    if not sent.through_database:
+        return ""
+    if sent.owner_host is None:
+        return " through the database (a resume delivers it)"
+    return f" through {sent.owner_host}" + ("" if sent.taken else " (not taken yet)")
 
 
 def stop(run_dir: Path, run_id: str, agent: str) -> str:
     try:
-        runs.stop(run_dir, run_id, agent)
+        sent, _ = runs.stop(run_dir, run_id, agent)
     except (runs.RunsError, StoreError, OSError) as e:
         raise ActionFailed(str(e)) from None
-    return f"asked the supervisor to stop {agent}"
+    return f"asked the supervisor{_via(sent)} to stop {agent}"
 
 
 def answer(run_dir: Path, run_id: str, ask: runs.PendingAsk, allow: bool) -> str:
     try:
-        runs.answer(run_dir, run_id, ask.id, allow)
+        sent = runs.answer(run_dir, run_id, ask.id, allow)
     except (runs.RunsError, StoreError, OSError) as e:
         raise ActionFailed(str(e)) from None
     verdict = "approved" if allow else "denied"
-    return f"{verdict} {ask.agent}'s {runs.describe_call(ask.tool, ask.input)}"
+    return f"{verdict} {ask.agent}'s {runs.describe_call(ask.tool, ask.input)}{_via(sent)}"
 
 
 def resume(run_id: str) -> str:

@@ -16,8 +16,9 @@ from typing import Any
 
 from ..mailbox.maildir import peek
 from ..mailbox.message import preview
-from ..runs import MAILBOX_DIR, describe_call
+from ..runs import describe_call
 from ..runtime.stream import STREAM_DIR
+from ..steer import MAILBOX_DIR
 from ..store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
 
 STREAM_TAIL_BYTES = 8192

@@ -6,8 +6,10 @@ ids it saw, and the records and open calls of the agents that changed since
 the last read (``StoreReader.changed_agents``), with every agent read again
 every ``FULL_READ_S`` all the same. ``changed()`` is SQLite's ``PRAGMA
 data_version`` on a connection of its own: it moves only when another
-connection commits, so an idle run costs one tiny query per poll. Everything
-here blocks; the app calls it from a worker thread.
+connection commits, so an idle run costs one tiny query per poll. On
+PostgreSQL it is a LISTEN for the owner's commits (``store.notify``): an idle
+run costs a look at a socket. Everything here blocks; the app calls it from a
+worker thread.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from ..store import (
     open_reader,
 )
 from ..store import engine as eng
+from ..store.notify import COMMITS, Listener
 from ..tools.sandbox import SANDBOX_EVENT
 from .activity import activity
 from .detail import AgentDetail, DetailReader, streaming_now
@@ -96,7 +99,7 @@ class RunFollower:
         self.run_dir = run_dir
         self.run_id = run_id
         self.reader: StoreReader = open_reader(run_dir, run_id)
-        self._version = _DataVersion(run_dir)
+        self._version = _DataVersion(run_dir, run_id)
         self._last_turn = 0
         self._events: deque[EventRecord] = deque(maxlen=EVENT_TAIL)
         self._turns: dict[str, int] = {}
@@ -123,8 +126,8 @@ class RunFollower:
         self.reader.close()
 
     def changed(self, selected: str | None) -> bool:
-        """Whether anything was committed since the last call (always True on a server database), or
-        the ``selected`` agent's model has written more text."""
+        """Whether anything was committed since the last call, or the ``selected`` agent's model has
+        written more text."""
         committed = self._version.changed()
         try:
             size = (self.run_dir / STREAM_DIR / selected).stat().st_size if selected else 0
@@ -253,18 +256,24 @@ def _by_agent(calls: list[ToolCallRecord]) -> dict[str, list[ToolCallRecord]]:
 
 
 class _DataVersion:
-    """SQLite's count of other connections' commits to the run's file."""
+    """Whether another connection committed to the run since the last look: SQLite's count of other
+    connections' commits to the run's file, PostgreSQL's commit notifications for the run (True, to read
+    once, when the listener has just connected), or always True on another server database."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, run_id: str) -> None:
         path = eng.run_file(run_dir)
+        url = eng.server_url()
         self._conn = (
             sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             if path is not None
             else None
         )
+        self._listener = Listener(url, COMMITS, run_id) if url is not None and eng.is_postgres(url) else None
         self._seen: int | None = None
 
     def changed(self) -> bool:
+        if self._listener is not None:
+            return self._listener.wait(0)
         if self._conn is None:
             return True
         version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
@@ -275,3 +284,5 @@ class _DataVersion:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+        if self._listener is not None:
+            self._listener.close()
