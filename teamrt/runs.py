@@ -203,7 +203,13 @@ def _server_runs(url: str, runs_dir: Path) -> list[RunSummary]:
         known = set(ids)
         for entry in os.scandir(runs_dir):
             if is_name(entry.name) and entry.is_dir(follow_symlinks=False) and entry.name not in known:
-                found.append(RunSummary(entry.name, _mtime(Path(entry.path)), problem="not in the database"))
+                found.append(
+                    RunSummary(
+                        entry.name,
+                        _mtime(Path(entry.path)),
+                        problem="no run store here (not in the database)",
+                    )
+                )
     return sorted(found, key=lambda s: (s.started, s.id), reverse=True)
 
 

@@ -131,7 +131,6 @@ def test_teamrt_ls_marks_a_killed_run_crashed_and_resume_finishes_it(tmp_path: P
     assert detached.returncode == 1 and "is done; only a crashed run can be resumed" in detached.stderr
 
 
-@pytest.mark.usefixtures("store_db")
 def test_resume_detach_takes_a_crashed_run_over_in_the_background(tmp_path: Path) -> None:
     project, home, owner = start_run("coding", tmp_path, "runs/*/worktrees/*")
     owner.send_signal(signal.SIGKILL)

@@ -159,6 +159,7 @@ def test_a_detached_run_gets_every_argument(tmp_path: Path) -> None:
         reader.close()
 
 
+@pytest.mark.usefixtures("store_db")
 def test_logs_follow_prints_events_while_the_run_lives(
     tmp_path: Path, gate: Gate, lines: list[Lines]
 ) -> None:
@@ -188,6 +189,7 @@ def test_logs_follow_exits_1_when_the_run_does_not_end_done(tmp_path: Path) -> N
     assert followed.stdout.splitlines()[-1] == f"run {run_id} ended: stopped"
 
 
+@pytest.mark.usefixtures("store_db")
 def test_logs_follow_ends_when_the_run_crashes(tmp_path: Path, gate: Gate, lines: list[Lines]) -> None:
     run_id = detach("--prompt", "x", "--model", "claude-sonnet-5-5", project=tmp_path, **gate.env)
     assert gate.asked.wait(TIMEOUT_S)

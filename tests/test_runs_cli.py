@@ -184,6 +184,7 @@ LS_KEYS = {
 }  # fmt: skip
 
 
+@pytest.mark.usefixtures("store_db")
 def test_ls_shows_the_owner_pid_budget_and_simulated_costs_and_says_it_all_as_json(
     runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -221,7 +222,9 @@ def test_ls_shows_the_owner_pid_budget_and_simulated_costs_and_says_it_all_as_js
         "done", None, 0,
     )  # fmt: skip
     assert by_id["r-sim"]["simulated"] is True and by_id["r-budget"]["budget_usd"] == 5.0
-    assert by_id["r-empty"]["problem"] == "no run store here (run.db missing or empty)"
+    assert by_id["r-empty"]["problem"] == "no run store here " + (
+        "(not in the database)" if os.environ.get("TEAMRT_DB") else "(run.db missing or empty)"
+    )
     assert by_id["r-empty"]["status"] is None and by_id["r-empty"]["cost_usd"] is None
 
 
@@ -243,6 +246,7 @@ def test_ls_without_runs_says_so_and_creates_nothing(tmp_path: Path) -> None:
     assert not home.exists()
 
 
+@pytest.mark.usefixtures("store_db")
 def test_show_prints_header_tree_answers_and_tasks(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     long_answer = "\n".join(f"finding {i}" for i in range(1, 10))
 
@@ -322,6 +326,7 @@ async def _show_scene(store: Store) -> None:
     await store.append_event("ask", ask, agent="researcher")
 
 
+@pytest.mark.usefixtures("store_db")
 def test_show_json_says_the_whole_run_in_one_object(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = new_store(runs, "r1", task="Survey the code\nthen report", budget_usd=2.0, budget_tokens=10**6)
     try:
@@ -465,6 +470,7 @@ async def _add_agent_without_mailbox(runs: Path, run: str, name: str) -> None:
         await store.add_agent(name, kind="team", model="sim", parent="lead")
 
 
+@pytest.mark.usefixtures("store_db")
 def test_send_lands_a_parseable_message_in_new(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     crashed_run(runs, "r1")  # a crashed run takes mail too: it waits for the resume
     with Mailbox(runs / "r1" / "mailbox", "r1") as mailbox:
@@ -480,6 +486,7 @@ def test_send_lands_a_parseable_message_in_new(runs: Path, capsys: pytest.Captur
     assert len(msg.summary) == 80 and msg.summary.startswith("Please also check the tests.")
 
 
+@pytest.mark.usefixtures("store_db")
 def test_stop_refuses_a_finished_or_crashed_run(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     finished_run(runs, "r-done", "failed")
     crashed_run(runs, "r-crashed")
@@ -495,6 +502,7 @@ def test_stop_refuses_a_finished_or_crashed_run(runs: Path, capsys: pytest.Captu
     assert out.splitlines()[10].endswith("  running when the run crashed")
 
 
+@pytest.mark.usefixtures("store_db")
 def test_stop_asks_the_supervisor_of_a_live_run(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = new_store(runs, "r1")
     try:

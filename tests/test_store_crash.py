@@ -144,7 +144,10 @@ def test_sigkill_at_random_points_loses_no_awaited_write(run_dir: Path, store_db
     acked_by_width = {1: 0, WRITERS: 0}
     opened = 0
     committed = Committed(run_dir)
-    for cycle in range(KILLS):
+    # On PostgreSQL the server keeps what it committed (the suite's runs without fsync: a kill of the
+    # client, not of the server); a third of the kills covers the client's side of the same promise.
+    kills = KILLS if store_db == "sqlite" else KILLS // 3
+    for cycle in range(kills):
         writers = WRITERS if cycle % 2 else 1
         # A few cycles die at the named points around a commit; some while the store opens;
         # the rest after a random number of acknowledged turns plus a random few milliseconds,
@@ -190,5 +193,6 @@ def test_sigkill_at_random_points_loses_no_awaited_write(run_dir: Path, store_db
     committed.close()
 
     # The kills landed in every phase: some before the store was open, most while writing.
-    assert KILLS // 2 <= opened <= KILLS - 5, opened
-    assert acked_by_width[1] >= 500 and acked_by_width[WRITERS] >= 500, acked_by_width
+    assert kills // 2 <= opened <= kills - kills // 24, opened
+    least = 500 * kills // KILLS
+    assert acked_by_width[1] >= least and acked_by_width[WRITERS] >= least, acked_by_width
