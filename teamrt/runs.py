@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from . import steer
-from .mailbox import is_name
+from .mailbox import MailboxError, is_name
 from .mailbox.message import preview
 from .models.catalog import SOURCE_DATE, ModelInfo
 from .models.pricing import cost_for
@@ -715,10 +715,14 @@ def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Sent, bool]:
 
 
 def _post(run_dir: Path, run: RunRecord, **fields: Any) -> Sent:
+    """``steer.post``, its every failure one line: a refusal, a message mail cannot carry, a database
+    out of reach."""
     try:
         return steer.post(run_dir, run, **fields)
-    except steer.SteerError as e:
+    except (steer.SteerError, MailboxError) as e:
         raise RunsError(str(e)) from None
+    except SQLAlchemyError as e:
+        raise unreadable(run.id, e) from None
 
 
 # -- permission asks ------------------------------------------------------------------

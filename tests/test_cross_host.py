@@ -397,3 +397,27 @@ def test_a_host_that_shares_the_run_s_directory_still_steers_through_the_databas
     assert "delivered through the database to its owner on host-a" in sent.stderr
     assert waiting == [f"{sent.stdout.strip()}.json"], "one message, under the id the sender printed"
     assert rows == [("host-b", "delivered")]
+
+
+def test_a_message_too_long_for_the_database_is_one_line_and_left_nowhere(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from teamrt import runs
+
+    monkeypatch.setenv(HOST_ENV, "host-a")
+    run_dir = tmp_path / "home-a" / "runs" / RUN
+    run_dir.mkdir(parents=True)
+
+    async def scene() -> None:
+        with create_store(run_dir, RUN, task="go", workdir=str(tmp_path)) as store:
+            await store.add_agent("lead", kind="lead", model="sim")
+            monkeypatch.setenv(HOST_ENV, "host-b")
+            with pytest.raises(runs.RunsError) as refused:
+                runs.send(tmp_path / "home-b" / "runs" / RUN, RUN, "lead", "x" * 2_000_000)
+            assert str(refused.value).startswith("the message is 2,000,")
+            assert str(refused.value).endswith(
+                "bytes; one sent to a run on another host is at most 1,048,576"
+            )
+
+    asyncio.run(scene())
+    assert sql(database, "SELECT count(*) FROM steering") == [(0,)]
