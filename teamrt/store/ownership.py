@@ -27,7 +27,7 @@ import socket
 import time
 from pathlib import Path
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from ..procs import is_running, own_identity
 from . import tables as t
@@ -152,15 +152,19 @@ def take_lease(conn: Connection, run: RunRecord, owner: Owner) -> int:
     return token
 
 
+# Built once: the writer runs it first in every transaction, where building it cost as much as running it.
+_LEASE = (
+    select(t.runs.c.owner_token, t.runs.c.owner_host, t.runs.c.owner_pid)
+    .where(t.runs.c.id == bindparam("b_run"))
+    .with_for_update(read=True)
+)
+
+
 def check_lease(conn: Connection, run: str, token: int, where: str) -> None:
     """Refuse this transaction unless ``token`` is still the run's lease. The check holds a shared lock
     on the run's row (PostgreSQL: ``FOR SHARE``; SQLite's writer holds the whole file), so a take waits
     for this transaction, and this one sees a take that committed first."""
-    row = conn.execute(
-        select(t.runs.c.owner_token, t.runs.c.owner_host, t.runs.c.owner_pid)
-        .where(t.runs.c.id == run)
-        .with_for_update(read=True)
-    ).first()
+    row = conn.execute(_LEASE, {"b_run": run}).first()
     if row is None:
         raise RunTakenOver(run, where, token, -1, None, None)
     if row.owner_token == token:
