@@ -74,6 +74,14 @@ def host(name: str, home: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, HOST_ENV: name, "TEAMRT_HOME": str(home), **extra}
 
 
+def on_host_a(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process as host-a, and the directory of its run ``r1`` (under ``home-a``, made)."""
+    monkeypatch.setenv(HOST_ENV, "host-a")
+    run_dir = tmp_path / "home-a" / "runs" / RUN
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
 # -- split brain ---------------------------------------------------------------------------------------
 
 
@@ -180,11 +188,9 @@ def test_send_answer_and_stop_from_a_host_that_cannot_see_the_run_reach_its_owne
     """The owner (this process, host-a) runs a lead whose calls wait for approval; a second process on
     host-b, whose home holds no run directory, sends the lead a message, allows the first call and stops
     the run, each through the database, each acknowledged by the owner."""
-    monkeypatch.setenv(HOST_ENV, "host-a")
+    run_dir = on_host_a(tmp_path, monkeypatch)
     project = tmp_path / "project"
     project.mkdir()
-    run_dir = tmp_path / "home-a" / "runs" / RUN
-    run_dir.mkdir(parents=True)
     elsewhere = host("host-b", tmp_path / "home-b")
     model = ScriptedModel([WRITE, WRITE_TWO])
     team = _team(project)
@@ -238,9 +244,7 @@ def test_send_answer_and_stop_from_a_host_that_cannot_see_the_run_reach_its_owne
 def test_a_resume_where_the_run_s_directory_is_not_reachable_names_the_owning_host(
     database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(HOST_ENV, "host-a")
-    run_dir = tmp_path / "home-a" / "runs" / RUN
-    run_dir.mkdir(parents=True)
+    run_dir = on_host_a(tmp_path, monkeypatch)
     team = _team(tmp_path)
     store = create_store(
         run_dir, RUN, task="go", workdir=str(tmp_path), settings={"team": team_to_json(team)}
@@ -272,10 +276,9 @@ def test_steering_rows_that_are_not_a_person_s_mail_for_this_run_are_refused_and
 ) -> None:
     """Anyone who can write the steering table is trusted as a person, but what they write is checked as
     any mail is: a broken message, another run's, one claiming to come from an agent, one for an agent
-    that does not exist and an oversized one are each refused with the reason; the good one arrives."""
-    monkeypatch.setenv(HOST_ENV, "host-a")
-    run_dir = tmp_path / "runs" / RUN
-    run_dir.mkdir(parents=True)
+    that does not exist, one whose id is a path and one reusing a delivered id with other words are each
+    refused with the reason; the good one arrives."""
+    run_dir = on_host_a(tmp_path, monkeypatch)
     good = Message.compose(run=RUN, sender="user", recipient="lead", body="the real one")
     hostile: list[dict[str, Any]] = [
         {"v": 1, "id": "x", "run": RUN},
@@ -330,9 +333,7 @@ def test_the_run_view_of_another_host_wakes_on_the_owner_s_commits_not_on_a_time
     each commit by NOTIFY: nothing moved, nothing to read; a commit, one read."""
     from teamrt.tui.state import RunFollower
 
-    monkeypatch.setenv(HOST_ENV, "host-a")
-    run_dir = tmp_path / "home-a" / "runs" / RUN
-    run_dir.mkdir(parents=True)
+    run_dir = on_host_a(tmp_path, monkeypatch)
 
     async def scene() -> list[bool]:
         seen: list[bool] = []
@@ -404,9 +405,7 @@ def test_a_message_too_long_for_the_database_is_one_line_and_left_nowhere(
 ) -> None:
     from teamrt import runs
 
-    monkeypatch.setenv(HOST_ENV, "host-a")
-    run_dir = tmp_path / "home-a" / "runs" / RUN
-    run_dir.mkdir(parents=True)
+    run_dir = on_host_a(tmp_path, monkeypatch)
 
     async def scene() -> None:
         with create_store(run_dir, RUN, task="go", workdir=str(tmp_path)) as store:
