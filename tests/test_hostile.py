@@ -25,15 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import FAST, needs_bwrap, shown_in_homes
+from conftest import FAST, PG_TEMPLATE, needs_bwrap, shown_in_homes
 from gitrepo import IDENTITY, git, make_repo, run_worktree_team
 from hostile import PRIVATE_KEY, SECRET, Call, Said, Scene
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
-from teamrt import runs
+from teamrt import pgserver, runs
 from teamrt.agents import load_definitions
 from teamrt.cli import main
 from teamrt.models import Reply, ScriptedModel
 from teamrt.models.sim import SimRequest, SimServer
+from teamrt.pgserver import PgServer
 from teamrt.runs import render_show
 from teamrt.runtime.agent import Outcome
 from teamrt.runtime.supervisor import SUPERVISOR, Supervisor
@@ -214,6 +217,31 @@ def test_another_runs_store_is_neither_readable_nor_writable(scene: Scene) -> No
     assert not any("someone else's secret task" in s.content for s in said)
     assert "No such file or directory" in said[2].content and "Read-only file system" in said[5].content
     assert digest(scene.other_store) == before
+
+
+@needs_bwrap
+def test_a_run_on_postgresql_keeps_its_database_out_of_an_agents_reach(
+    scene: Scene, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever can write the database steers the run as a person (docs/hosts.md), so an agent must never
+    learn where it is or how to log in: no ``TEAMRT_DB`` and no password in any environment it can read,
+    and without the network no way to the server; its run still steers nothing it did not ask for."""
+    url = pg_server.create_database("hostile", PG_TEMPLATE)
+    monkeypatch.setenv("TEAMRT_DB", url)
+    said = scene.attack(
+        bash("env; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done; echo end"),
+        bash(f"exec 3<>/dev/tcp/127.0.0.1/{pg_server.port} && echo connected"),
+    )
+    assert said[0].content.endswith("end\n"), said[0].content
+    assert "PATH=" in said[0].content, "the environments were read"
+    assert "TEAMRT_DB" not in said[0].content and pgserver.PASSWORD not in said[0].content
+    assert str(pg_server.port) not in said[0].content
+    assert said[1].is_error and "Connection refused" in said[1].content
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM steering")).scalar_one() == 0
+        assert conn.execute(text("SELECT status FROM runs")).scalar_one() == "done"
+    engine.dispose()
 
 
 class NoBwrap:

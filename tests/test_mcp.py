@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST, supervise, within
+from conftest import FAST, needs_bwrap, supervise, within
 
 from teamrt.agents import load_definitions
 from teamrt.claudecode.paths import claude_home
@@ -94,7 +94,7 @@ def test_a_stdio_server_lists_its_tools_and_answers_fails_times_out_and_returns_
     within(60, lambda: asyncio.run(go()))
 
 
-@pytest.mark.skipif(not default_sandbox().confined, reason="needs bubblewrap: what the sandbox hides")
+@needs_bwrap  # what the sandbox hides; in CI a missing bwrap fails it
 def test_attack_a_server_in_a_hidden_place_sees_its_own_file_and_nothing_beside_it(
     ws: Path, tmp_path: Path
 ) -> None:
