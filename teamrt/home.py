@@ -101,17 +101,18 @@ def _in_server_database(run_id: str) -> bool:
     url = server_url()
     if url is None:
         return False
-    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+    from sqlalchemy.exc import SQLAlchemyError
 
     from .store import StoreError, open_reader
     from .store.engine import describe
+    from .store.errors import database_reason
 
     try:
         open_reader(runs_path() / run_id, run_id).close()
     except StoreError:
         return False
     except SQLAlchemyError as e:
-        reason = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else type(e).__name__
+        reason = database_reason(e)
         raise UnknownRun(run_id, runs_path(), f"{describe(url)} cannot be read: {reason}") from None
     return True
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from . import steer
 from .mailbox import MailboxError, is_name
@@ -47,6 +47,7 @@ from .store import (
 )
 from .store.engine import DB_FILE, run_file, server_url
 from .store.engine import describe as describe_store
+from .store.errors import database_reason
 from .store.ownership import host_identity
 from .tools.sandbox import SANDBOX_EVENT, describe
 
@@ -130,7 +131,7 @@ def reading(run_dir: Path, run_id: str) -> Iterator[StoreReader]:
 
 def unreadable(run_id: str, e: SQLAlchemyError) -> RunsError:
     """A database error met reading a run's store, said in one line."""
-    reason = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else type(e).__name__
+    reason = database_reason(e)
     return RunsError(f"cannot read the store of run {run_id!r}: {reason}")
 
 
@@ -196,7 +197,8 @@ def _server_runs(url: str, runs_dir: Path) -> list[RunSummary]:
             ids = list(conn.execute(select(t.runs.c.id)).scalars())
         found = [_summary_of(StoreReader(engine, run_id), run_id, 0.0) for run_id in ids]
     except SQLAlchemyError as e:
-        raise unreadable("*", e) from None
+        reason = database_reason(e)
+        raise RunsError(f"cannot read the runs in {describe_store(url)}: {reason}") from None
     finally:
         engine.dispose()
     if runs_dir.is_dir():

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -420,3 +421,21 @@ def test_a_message_too_long_for_the_database_is_one_line_and_left_nowhere(
 
     asyncio.run(scene())
     assert sql(database, "SELECT count(*) FROM steering") == [(0,)]
+
+
+def test_a_database_out_of_reach_is_one_line_for_ls_show_and_send(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gone = host("host-b", tmp_path / "home", TEAMRT_DB=f"postgresql://teamrt:pw@127.0.0.1:{port}/teamrt")
+    said = [
+        teamrt(*argv, env=gone, cwd=tmp_path) for argv in (["ls"], ["show", RUN], ["send", RUN, "a", "x"])
+    ]
+    for done in said:
+        assert done.returncode == 1 and done.stdout == "", done
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "Connection refused" in done.stderr and ":pw@" not in done.stderr, done.stderr
+    assert said[0].stderr.startswith(
+        f"teamrt: cannot read the runs in postgresql+psycopg://teamrt:***@127.0.0.1:{port}"
+    )
+    assert said[1].stderr.startswith(f"teamrt: no run named {RUN!r} in {tmp_path / 'home' / 'runs'} (")

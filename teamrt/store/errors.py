@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def database_reason(error: Exception) -> str:
+    """A database driver's error in one line: its first (PostgreSQL's psycopg adds hints below)."""
+    orig = getattr(error, "orig", None)
+    text = str(orig) if orig is not None else type(error).__name__
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
 class StoreError(Exception):
     """Base class for every store error."""
 

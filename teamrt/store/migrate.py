@@ -55,19 +55,18 @@ def upgrade(connection: Connection, where: str) -> None:
     if revision == HEAD:
         return
     if connection.dialect.name != "postgresql":
-        _upgrade(connection, where)
+        _upgrade(connection, where, revision)
         return
     connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": UPGRADE_LOCK})
-    connection.commit()
     try:
-        _upgrade(connection, where)
+        _upgrade(connection, where, current_revision(connection))  # another host may have done it
     finally:
+        connection.commit()
         connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": UPGRADE_LOCK})
         connection.commit()
 
 
-def _upgrade(connection: Connection, where: str) -> None:
-    revision = current_revision(connection)
+def _upgrade(connection: Connection, where: str, revision: str | None) -> None:
     connection.commit()
     if revision == HEAD:
         return
