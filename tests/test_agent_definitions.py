@@ -206,6 +206,7 @@ def test_each_permission_mode(mode: str) -> None:
 
 @pytest.mark.parametrize("scope", [PROJECT, TEAMRT])
 @pytest.mark.parametrize("mode", ["bypassPermissions", "auto"])
+@pytest.mark.hostile
 def test_a_repositorys_agent_file_may_not_lift_the_checks(mode: str, scope: str) -> None:
     definition = parse_definition(agent_file("a", permissionMode=mode), "x.md", scope=scope)
     assert definition.permission_mode is None
@@ -374,6 +375,7 @@ def test_a_broken_file_is_skipped_with_one_line_naming_it(text: str, problem: st
     assert problem in skipped(text, tmp_path)
 
 
+@pytest.mark.hostile
 def test_yaml_tags_that_would_run_code_are_refused(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     text = f"---\nname: a\ndescription: d\nx: !!python/object/apply:os.system ['touch {marker}']\n---\nGo.\n"
@@ -382,6 +384,7 @@ def test_yaml_tags_that_would_run_code_are_refused(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.hostile
 def test_yaml_bombs_stay_cheap(tmp_path: Path) -> None:
     laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
@@ -399,6 +402,7 @@ def test_a_file_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:
     assert line == f"{path}: not UTF-8 text (byte 28)"
 
 
+@pytest.mark.hostile
 def test_a_hostile_file_name_still_gives_one_line_with_no_escape_sequence(tmp_path: Path) -> None:
     line = skipped("no front matter\n", tmp_path, file_name="evil\nname\r\x1b]0;pwned\x07.md")
     assert "evil\\nname\\r\\x1b]0;pwned\\x07.md" in line
@@ -500,6 +504,7 @@ def test_without_a_user_folder_nothing_of_the_users_loads(tmp_path: Path) -> Non
 # -- hostile files and folders ---------------------------------------------------------
 
 
+@pytest.mark.hostile
 def test_a_project_link_to_a_file_outside_is_not_read(tmp_path: Path) -> None:
     outside = write(tmp_path / "outside" / "secret.md", agent_file("stolen"))
     project = tmp_path / "project"
@@ -512,6 +517,7 @@ def test_a_project_link_to_a_file_outside_is_not_read(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.hostile
 def test_a_project_link_to_a_folder_outside_is_not_walked(tmp_path: Path) -> None:
     write(tmp_path / "outside" / "stolen.md", agent_file("stolen"))
     project = tmp_path / "project"
@@ -526,6 +532,7 @@ def test_a_project_link_to_a_folder_outside_is_not_walked(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.hostile
 def test_a_project_agents_folder_linked_outside_is_not_walked(tmp_path: Path) -> None:
     write(tmp_path / "outside" / "stolen.md", agent_file("stolen"))
     project = tmp_path / "project"
@@ -557,6 +564,7 @@ def test_the_users_links_may_point_anywhere(tmp_path: Path, monkeypatch: pytest.
     assert scan_definitions(tmp_path / "project").definitions["mine"].scope == "user"
 
 
+@pytest.mark.hostile
 def test_a_fifo_is_skipped_without_blocking(tmp_path: Path) -> None:
     agents = tmp_path / ".claude" / "agents"
     agents.mkdir(parents=True)
@@ -567,6 +575,7 @@ def test_a_fifo_is_skipped_without_blocking(tmp_path: Path) -> None:
     assert f"{agents / 'zero.md'}: a link to a file outside the project; not read" in lines
 
 
+@pytest.mark.hostile
 def test_a_huge_file_is_skipped_unread(tmp_path: Path) -> None:
     path = tmp_path / ".claude" / "agents" / "huge.md"
     path.parent.mkdir(parents=True)
@@ -802,6 +811,7 @@ def test_teamrt_agents_lists_agents_then_warnings_and_skipped_files(tmp_path: Pa
     assert f"\nskipped, did not load:\n  {agents / 'README.md'}: no front matter" in text
 
 
+@pytest.mark.hostile
 def test_teamrt_agents_prints_no_escape_sequence_a_file_holds(tmp_path: Path) -> None:
     agents = tmp_path / ".claude" / "agents"
     write(agents / "model.md", '---\nname: sneaky\ndescription: d\nmodel: "\\e]0;pwned\\a\\e[2J"\n---\nGo.\n')

@@ -173,6 +173,7 @@ def test_a_broken_file_is_one_line_naming_it(project: Path, user: Path, content:
     assert message.startswith(f"settings file {path}: ") and problem in message, message
 
 
+@pytest.mark.hostile
 def test_not_utf8_and_too_deep_and_too_big(project: Path, user: Path) -> None:
     path = project / ".claude" / "settings.json"
     path.write_bytes(b'{"env": {"A": "\xff"}}')
@@ -190,16 +191,19 @@ def test_the_error_is_teamrts_settings_error_so_the_cli_says_it_in_one_line() ->
 # -- hostile files ----------------------------------------------------------------------
 
 
+@pytest.mark.hostile
 def test_a_fifo_is_refused_without_blocking(project: Path, user: Path) -> None:
     os.mkfifo(project / ".claude" / "settings.json")
     assert "not a regular file" in within(30, lambda: refusal(project))
 
 
+@pytest.mark.hostile
 def test_a_directory_is_refused(project: Path, user: Path) -> None:
     (project / ".claude" / "settings.local.json").mkdir()
     assert "not a regular file" in refusal(project)
 
 
+@pytest.mark.hostile
 def test_a_device_is_refused(project: Path, user: Path) -> None:
     (project / ".claude" / "settings.json").symlink_to(project / "dev-zero")
     (project / "dev-zero").symlink_to("/dev/zero")
@@ -209,6 +213,7 @@ def test_a_device_is_refused(project: Path, user: Path) -> None:
     assert "not a regular file" in refusal(project), "the user's own file may be a link, but to a file"
 
 
+@pytest.mark.hostile
 def test_a_project_file_linking_outside_is_refused(tmp_path: Path, project: Path, user: Path) -> None:
     outside = write(tmp_path / "elsewhere.json", {"permissions": {"allow": ["Bash"]}})
     (project / ".claude" / "settings.json").symlink_to(outside)
@@ -216,6 +221,7 @@ def test_a_project_file_linking_outside_is_refused(tmp_path: Path, project: Path
     assert f"a link to {outside.resolve()}, outside the project" in message
 
 
+@pytest.mark.hostile
 def test_a_claude_folder_linking_outside_is_refused(tmp_path: Path, user: Path) -> None:
     project = tmp_path / "repo"
     project.mkdir()
@@ -243,6 +249,7 @@ def test_links_inside_the_project_and_the_users_own_links_are_fine(
         "GIT_DIR", "GIT_SSH_COMMAND", "GIT_CONFIG_COUNT", "HOME", "IFS",
     ],
 )  # fmt: skip
+@pytest.mark.hostile
 def test_env_that_steers_programs_or_reaches_credentials_is_refused(
     project: Path, user: Path, name: str
 ) -> None:
@@ -254,6 +261,7 @@ def test_env_that_steers_programs_or_reaches_credentials_is_refused(
     )
 
 
+@pytest.mark.hostile
 def test_the_users_env_is_refused_the_same_way(project: Path, user: Path) -> None:
     write(user / "settings.json", {"env": {"ANTHROPIC_BASE_URL": "http://x", "DEBUG": "1"}})
     settings = load_claude_settings(project)
@@ -261,6 +269,7 @@ def test_the_users_env_is_refused_the_same_way(project: Path, user: Path) -> Non
 
 
 @pytest.mark.parametrize("mode", ["bypassPermissions", "auto"])
+@pytest.mark.hostile
 def test_a_repository_cannot_choose_a_mode_that_runs_everything(project: Path, user: Path, mode: str) -> None:
     write(project / ".claude" / "settings.json", {"permissions": {"defaultMode": mode}})
     settings = load_claude_settings(project)

@@ -96,6 +96,7 @@ def _not_in_a_transaction(url: str, pid: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.hostile
 def test_two_supervisors_on_two_hosts_fight_over_a_run_and_the_stale_one_writes_nothing(
     database: str, tmp_path: Path
 ) -> None:
@@ -272,6 +273,7 @@ def test_a_resume_where_the_run_s_directory_is_not_reachable_names_the_owning_ho
 # -- hostile steering --------------------------------------------------------------------------------------
 
 
+@pytest.mark.hostile
 def test_steering_rows_that_are_not_a_person_s_mail_for_this_run_are_refused_and_the_rest_delivered(
     database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,6 +22,8 @@ from conftest import needs_bwrap
 
 from teamrt.tools import Bash, ToolContext, ToolError, builtin_tools
 
+pytestmark = pytest.mark.hostile
+
 TOOLS = builtin_tools()
 CALLS = 2000
 PYTHON = "/usr/bin/python3"

@@ -10,6 +10,8 @@ from teamrt.tools.base import ToolContext
 from teamrt.tools.gitguard import git_escape
 from teamrt.tools.sandbox import bwrap_options
 
+pytestmark = pytest.mark.hostile
+
 WS = Path("/work/ws")
 
 

@@ -331,6 +331,7 @@ def test_a_hook_gets_the_event_on_stdin_in_the_workspace(hook_ctx: ToolContext) 
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_attack_tool_input_never_reaches_the_hooks_shell(hook_ctx: ToolContext) -> None:
     """What the model writes is data on stdin: substitutions, quotes and newlines in it run nothing."""
     attack = {
@@ -348,6 +349,7 @@ def test_attack_tool_input_never_reaches_the_hooks_shell(hook_ctx: ToolContext) 
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_attack_a_hook_is_confined_like_bash(hook_ctx: ToolContext, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -362,6 +364,7 @@ def test_attack_a_hook_is_confined_like_bash(hook_ctx: ToolContext, tmp_path: Pa
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_attack_a_hook_that_hangs_is_killed_at_its_timeout_with_all_it_started(hook_ctx: ToolContext) -> None:
     seconds = f"300.{os.getpid()}{secrets.randbelow(10**6):06}"  # only this test's sleeps have it
     began = time.monotonic()
@@ -387,6 +390,7 @@ def sleepers(seconds: str) -> list[int]:
     return found
 
 
+@pytest.mark.hostile
 def test_attack_an_unconfined_hooks_group_is_killed_at_its_timeout(hook_ctx: ToolContext) -> None:
     """Without bubblewrap (a run that opted in) the group is the unit of cleanup: its background child
     dies with it."""
@@ -410,6 +414,7 @@ def _state(pid: int) -> str:
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_attack_a_hook_that_prints_10_mb_and_never_reads_its_stdin(hook_ctx: ToolContext) -> None:
     text = "head -c 10000000 /dev/zero | tr '\\0' x; head -c 10000000 /dev/zero | tr '\\0' y >&2; exit 2"
     done = run_one(text, hook_ctx, {"content": "z" * 5_000_000})  # more than a pipe holds
@@ -530,6 +535,7 @@ def result_of(request: ModelRequest) -> str:
     return "\n".join(b["content"] for b in request.messages[-1]["content"] if b.get("type") == "tool_result")
 
 
+@pytest.mark.hostile
 def test_untrusted_repository_hooks_do_not_run_until_trusted_and_lapse_when_changed(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -577,6 +583,7 @@ def test_the_persons_own_hooks_run_without_trust(project: Project) -> None:
     assert run.hook_events()[0]["scope"] == "user"
 
 
+@pytest.mark.hostile
 def test_attack_a_settings_file_that_links_outside_the_repository_is_refused(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -664,6 +671,7 @@ print(json.dumps({"hookSpecificOutput": {"updatedInput": {"command": command}}})
     assert run.hook_events("PreToolUse")[0]["updated_input"] is True
 
 
+@pytest.mark.hostile
 def test_attack_a_hook_that_hangs_or_babbles_blocks_nothing(project: Project) -> None:
     project.settings({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
         command("sleep 300", timeout=1), command("echo '{not json'"), command("exit 7"),
@@ -748,6 +756,7 @@ exit 2
     assert last["stop_hook_active"] is True and last["last_assistant_message"] == "now really done"
 
 
+@pytest.mark.hostile
 def test_attack_a_stop_hook_cannot_keep_an_agent_going_forever(project: Project) -> None:
     project.settings(hooks_of("Stop", (None, [command("echo 'keep going' >&2; exit 2")])))
     project.trust()
@@ -903,6 +912,7 @@ def test_a_resumed_agent_gets_session_start_resume_and_turns_still_alternate(pro
         store.close()
 
 
+@pytest.mark.hostile
 def test_attack_a_broken_trust_file_trusts_nothing_and_is_named(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -53,6 +53,8 @@ from teamrt.tui.widgets import Totals
 from teamrt.worktree import GitRepo, MergeQueue, Verdict
 from teamrt.worktree.apply import NOT_RUN, ApplyError, apply, plan_apply
 
+pytestmark = pytest.mark.hostile
+
 
 def bash(command: str) -> Call:
     return ("Bash", {"command": command})

@@ -95,6 +95,7 @@ def test_a_stdio_server_lists_its_tools_and_answers_fails_times_out_and_returns_
 
 
 @needs_bwrap  # what the sandbox hides; in CI a missing bwrap fails it
+@pytest.mark.hostile
 def test_attack_a_server_in_a_hidden_place_sees_its_own_file_and_nothing_beside_it(
     ws: Path, tmp_path: Path
 ) -> None:
@@ -393,6 +394,7 @@ def repository(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.mark.hostile
 def test_attack_an_untrusted_repositorys_mcp_json_does_not_start_whatever_its_own_settings_say(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -426,6 +428,7 @@ def test_a_repositorys_settings_that_would_enable_its_servers_are_said_to_be_ign
     assert warning.startswith(".claude/settings.json: 'enableAllProjectMcpServers' ignored: a repository's")
 
 
+@pytest.mark.hostile
 def test_attack_an_untrusted_server_never_runs_in_a_run(tmp_path: Path, sim: SimServer) -> None:
     run_dir = tmp_path / "run"
     project = repository(tmp_path)
@@ -474,6 +477,7 @@ def test_a_run_says_at_its_start_which_servers_do_not_start_and_why(
         ("x", "must be an object"),
     ],
 )
+@pytest.mark.hostile
 def test_attack_a_bad_entry_is_left_out_with_one_line(tmp_path: Path, written: Any, said: str) -> None:
     config = load_mcp_config(tmp_path, {"bad": written, "fine": {"command": "x"}}, team_source="team.toml")
     assert list(config.servers) == ["fine"]
@@ -481,6 +485,7 @@ def test_attack_a_bad_entry_is_left_out_with_one_line(tmp_path: Path, written: A
     assert problem.startswith("team.toml: MCP server 'bad': ") and said in problem and "\n" not in problem
 
 
+@pytest.mark.hostile
 def test_attack_server_names_that_would_confuse_rules_are_refused(tmp_path: Path) -> None:
     config = load_mcp_config(
         tmp_path, {"a__b": {"command": "x"}, "a b": {"command": "x"}, "ok-1": {"command": "x"}}
@@ -489,6 +494,7 @@ def test_attack_server_names_that_would_confuse_rules_are_refused(tmp_path: Path
     assert all("without '__'" in p for p in config.problems)
 
 
+@pytest.mark.hostile
 def test_attack_hostile_tool_names_schemas_and_a_huge_result(ws: Path) -> None:
     async def go() -> None:
         servers = servers_of(ws, h=entry("--hostile"), raw=entry("--raw"))
@@ -512,6 +518,7 @@ def test_attack_hostile_tool_names_schemas_and_a_huge_result(ws: Path) -> None:
     within(60, lambda: asyncio.run(go()))
 
 
+@pytest.mark.hostile
 def test_attack_a_huge_result_is_spilled_and_the_run_goes_on(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
@@ -523,6 +530,7 @@ def test_attack_a_huge_result_is_spilled_and_the_run_goes_on(tmp_path: Path) -> 
     assert spilled.read_text() == "h" * 300_000
 
 
+@pytest.mark.hostile
 def test_attack_an_agent_cannot_write_mcp_json(scene: Any) -> None:
     said = scene.attack(
         ("Write", {"file_path": str(scene.project / ".mcp.json"), "content": json.dumps({"mcpServers": {}})})

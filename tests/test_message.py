@@ -82,12 +82,14 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize(("payload", "reason"), HOSTILE, ids=[reason for _, reason in HOSTILE])
+@pytest.mark.hostile
 def test_hostile_bytes_are_refused_with_a_reason(payload: bytes, reason: str) -> None:
     with pytest.raises(InvalidMessage) as info:
         Message.decode(payload)
     assert reason in info.value.reason
 
 
+@pytest.mark.hostile
 def test_oversized_bytes_are_refused_before_parsing() -> None:
     with pytest.raises(MessageTooLarge) as info:
         Message.decode(b" " * (MAX_MESSAGE_BYTES + 1))

@@ -307,6 +307,7 @@ DENY_RM = Permissions("bypassPermissions", deny=["Bash(rm:*)"])
         "git bisect run rm victim.txt",
     ],
 )
+@pytest.mark.hostile
 def test_a_deny_rule_catches_the_program_however_it_is_spelled(tmp_path: Path, command: str) -> None:
     assert bash(DENY_RM, command, tmp_path) == Decision(DENY, 'denied by rule "Bash(rm:*)"')
 
@@ -362,6 +363,7 @@ def test_a_deny_rule_catches_the_program_however_it_is_spelled(tmp_path: Path, c
         ("nice --frobnicate rm victim.txt", "`--frobnicate` is an option the checker does not know"),
     ],
 )
+@pytest.mark.hostile
 def test_a_command_that_cannot_be_read_is_denied_naming_why(tmp_path: Path, command: str, why: str) -> None:
     decision = bash(DENY_RM, command, tmp_path)
     assert decision.verdict is DENY
@@ -435,12 +437,14 @@ def test_an_ask_rule_asks_about_a_command_that_cannot_be_read(tmp_path: Path) ->
         ("Bash(sudo:*)", "sudo rm x", DENY),
     ],
 )
+@pytest.mark.hostile
 def test_a_deny_rule_matches_what_the_command_may_run(
     tmp_path: Path, rule: str, command: str, verdict: Verdict
 ) -> None:
     assert bash(Permissions("bypassPermissions", deny=[rule]), command, tmp_path).verdict is verdict
 
 
+@pytest.mark.hostile
 def test_a_command_that_may_match_a_deny_rule_is_denied_saying_so(tmp_path: Path) -> None:
     decision = bash(Permissions("bypassPermissions", deny=["Bash(git push:*)"]), "git $SUB", tmp_path)
     assert decision == Decision(
@@ -486,6 +490,7 @@ def test_a_command_that_may_match_a_deny_rule_is_denied_saying_so(tmp_path: Path
         (["Bash(git commit -m *)"], 'git commit -m "fix: it"', ALLOW),
     ],
 )
+@pytest.mark.hostile
 def test_an_allow_rule_must_cover_everything_the_command_runs(
     tmp_path: Path, rules: list[str], command: str, verdict: Verdict
 ) -> None:
@@ -752,6 +757,7 @@ def test_rules_cover_claude_codes_tool_names_in_any_case(
 
 
 @pytest.mark.parametrize("rule", ["WebSearch(x)", "NotebookEdit(x)", "mcp__github__issue(x)"])
+@pytest.mark.hostile
 def test_specifiers_teamrt_cannot_check_deny_every_use_and_allow_none(tmp_path: Path, rule: str) -> None:
     tool = rule.split("(")[0]
     denied = decide(Permissions("bypassPermissions", deny=[rule]), tool, {"url": "https://x"}, tmp_path)
@@ -818,6 +824,7 @@ def test_webfetch_rules_name_the_rule_that_decided(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("url", ["not a url", "", 5, None, "ftp://evil.test/", "https://[::1/"])
+@pytest.mark.hostile
 def test_a_url_webfetch_cannot_read_meets_every_deny_and_ask_rule_and_no_allow_rule(
     tmp_path: Path, url: object
 ) -> None:
@@ -858,6 +865,7 @@ def test_a_webfetch_rule_that_names_no_host_says_how_to_write_one(text: str) -> 
     ],
 )
 @pytest.mark.parametrize("tool", ["WebFetch", "mcp__docs__search"])
+@pytest.mark.hostile
 def test_tools_that_reach_off_the_machine_are_not_allowed_for_being_read_only(
     tmp_path: Path, mode: str, verdict: Verdict, tool: str
 ) -> None:
@@ -930,6 +938,7 @@ def test_read_denial_takes_the_layers_in_turn(tmp_path: Path) -> None:
     assert Permissions(then=SETTINGS).read_denial(real / "a.py", tmp_path) is None
 
 
+@pytest.mark.hostile
 def test_an_opaque_command_is_denied_by_a_settings_deny_rule(tmp_path: Path) -> None:
     decision = decide(
         Permissions("bypassPermissions", then=SETTINGS), "Bash", {"command": "eval x"}, tmp_path

@@ -14,6 +14,8 @@ from teamrt.tools.confine import IN_HOME
 from teamrt.tools.gitguard import git_escape
 from teamrt.tools.protect import PROTECTED, protected_paths
 
+pytestmark = pytest.mark.hostile
+
 TOOLS = builtin_tools()
 WS = Path("/work/ws")
 

@@ -150,6 +150,7 @@ def test_a_quoted_or_plain_here_document_is_text(command: str) -> None:
         ("echo ${x:-$(rm y)}", "`${x:-$(rm y)}`"),
     ],
 )
+@pytest.mark.hostile
 def test_what_the_reader_cannot_follow_makes_the_script_opaque(command: str, why: str) -> None:
     assert why in (parse(command).opaque or "")
 
@@ -169,12 +170,14 @@ def test_what_the_reader_cannot_follow_makes_the_script_opaque(command: str, why
         "echo " + "$(" * 400 + "x" + ")" * 400,
     ],
 )
+@pytest.mark.hostile
 def test_text_bashlex_cannot_read_raises(command: str) -> None:
     with pytest.raises(ShellSyntaxError) as caught:
         parse(command)
     assert caught.value.reason.startswith("bash the checker cannot parse (")
 
 
+@pytest.mark.hostile
 def test_a_command_too_long_to_read_quickly_raises() -> None:
     with pytest.raises(ShellSyntaxError) as caught:
         parse("x" * (MAX_CHARS + 1))
@@ -285,6 +288,7 @@ def test_wrappers_are_looked_through(command: str, expected: list[str]) -> None:
         ("time ls", "cannot parse"),
     ],
 )
+@pytest.mark.hostile
 def test_what_may_run_unseen_makes_the_reading_opaque(command: str, why: str) -> None:
     assert why in opaque(command)
 

@@ -286,6 +286,7 @@ def test_toml_syntax_errors_give_line_and_column(tmp_path: Path, text: str, wher
     assert problem.startswith("TOML syntax error: ") and where in problem
 
 
+@pytest.mark.hostile
 def test_a_hostile_file_name_stays_on_one_line(tmp_path: Path) -> None:
     assert error(tmp_path, "[teams]\n", name="a\nb.toml").startswith("unknown section 'teams'")
 
@@ -345,10 +346,12 @@ def test_a_bad_sandbox_section_is_one_line(tmp_path: Path, text: str, problem: s
     ],
     ids=lambda value: value.split("\n")[-2][:24] if isinstance(value, str) and "\n" in value else "",
 )
+@pytest.mark.hostile
 def test_hostile_contents_end_in_one_line(tmp_path: Path, text: str, problem: str) -> None:
     assert error(tmp_path, text).startswith(problem)
 
 
+@pytest.mark.hostile
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "team.toml"
     os.mkfifo(fifo)
@@ -357,17 +360,20 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "."])
+@pytest.mark.hostile
 def test_devices_and_directories_are_refused(tmp_path: Path, special: str) -> None:
     with pytest.raises(TeamFileError, match=r"not a regular file|cannot read"):
         load_team_file(tmp_path / special if special == "." else Path(special), project=tmp_path)
 
 
+@pytest.mark.hostile
 def test_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
     (tmp_path / "team.toml").write_bytes(b"# " + b"x" * (2 * 1024 * 1024) + b"\n")
     assert error(tmp_path, (tmp_path / "team.toml").read_bytes()).startswith("over 1024 KiB")
 
 
 @pytest.mark.parametrize("name", ["user", "supervisor"])
+@pytest.mark.hostile
 def test_a_role_may_not_pass_for_a_person_or_the_supervisor(tmp_path: Path, name: str) -> None:
     problem = error(tmp_path, f"[roles.{name}]\nagent = 'reviewer'\n")
     assert problem == f"[roles.{name}]: teamrt's own mail is sent as {name!r}; pick another name"

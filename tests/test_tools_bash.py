@@ -80,6 +80,7 @@ async def started(tool: asyncio.Task[ToolResult], pgids: list[int], argv: list[s
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_outside_the_workspace_nothing_can_be_written(ctx: ToolContext) -> None:
     result = bash(ctx, "cd /; touch teamrt-x")
     assert result.is_error
@@ -93,6 +94,7 @@ def test_outside_the_workspace_nothing_can_be_written(ctx: ToolContext) -> None:
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_every_run_inside_the_workspace_is_hidden_and_read_only(ctx: ToolContext) -> None:
     other = ctx.run_dir.parent / "r0"
     other.mkdir()
@@ -111,6 +113,7 @@ def test_every_run_inside_the_workspace_is_hidden_and_read_only(ctx: ToolContext
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_the_runs_spill_directory_is_readable_and_nothing_else_of_the_run(ctx: ToolContext) -> None:
     (ctx.run_dir / "spill").mkdir()
     (ctx.run_dir / "spill" / "big.txt").write_text("spilled\n")
@@ -235,6 +238,7 @@ def test_what_a_command_leaves_in_the_background_ends_with_it(
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_a_process_that_left_the_group_dies_with_the_sandbox(ctx: ToolContext) -> None:
     pgids: list[int] = []
 
@@ -280,6 +284,7 @@ PYTHON_HOME = os.path.realpath(sys.base_prefix)
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_every_capability_is_dropped_and_hard_limits_stay(ctx: ToolContext) -> None:
     assert bash(ctx, "grep CapEff /proc/self/status").content == "CapEff:\t0000000000000000\n"
     result = bash(ctx, "ulimit -H -f unlimited")
@@ -287,6 +292,7 @@ def test_every_capability_is_dropped_and_hard_limits_stay(ctx: ToolContext) -> N
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_homes_are_hidden_but_what_the_run_names_in_read(
     ctx: ToolContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -321,6 +327,7 @@ def listener() -> Iterator[int]:
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_the_network_is_cut_unless_the_run_allows_it(ctx: ToolContext, listener: int) -> None:
     connect = f"exec 3<>/dev/tcp/127.0.0.1/{listener} && echo connected"
     result = bash(ctx, connect, timeout=60_000)
@@ -332,6 +339,7 @@ def test_the_network_is_cut_unless_the_run_allows_it(ctx: ToolContext, listener:
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_protected_paths_in_the_workspace_are_read_only_and_writable_dirs_inside_them_writable(
     ctx: ToolContext, ws: Path
 ) -> None:
@@ -347,6 +355,7 @@ def test_protected_paths_in_the_workspace_are_read_only_and_writable_dirs_inside
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.hostile
 def test_a_command_with_too_many_processes_is_killed_with_all_it_started(
     ctx: ToolContext, sandbox: Sandbox | None
 ) -> None:
@@ -369,6 +378,7 @@ def test_a_command_with_too_many_processes_is_killed_with_all_it_started(
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.hostile
 def test_memory_and_file_size_are_limited(ctx: ToolContext, sandbox: Sandbox | None) -> None:
     policy = SandboxPolicy(unconfined=True, max_memory_mb=256, max_file_mb=1, read=(PYTHON_HOME,))
     context = replace(ctx, policy=policy)
@@ -383,6 +393,7 @@ def test_memory_and_file_size_are_limited(ctx: ToolContext, sandbox: Sandbox | N
 # -- what the command sees and what the model gets --------------------------------------
 
 
+@pytest.mark.hostile
 def test_the_environment_is_an_allowlist_and_what_the_team_file_names(
     ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -442,6 +453,7 @@ def _cgroups_allowed() -> bool:
 
 
 @pytest.mark.skipif(not _cgroups_allowed(), reason="no writable cgroup pids controller here (not root)")
+@pytest.mark.hostile
 def test_where_a_cgroup_can_be_made_the_kernel_refuses_the_fork_past_the_limit(ctx: ToolContext) -> None:
     limited = replace(ctx, policy=SandboxPolicy(max_processes=8))
     result = bash(limited, "for i in $(seq 50); do sleep 30 & done; wait")

@@ -54,6 +54,7 @@ def test_relative_paths_resolve_against_the_workspace_and_write_creates_parents(
 
 
 @pytest.mark.parametrize("path", ["../x", "a/../../x", "/etc/passwd", "/tmp/teamrt-outside"])
+@pytest.mark.hostile
 def test_paths_outside_the_workspace_are_refused(ctx: ToolContext, ws: Path, path: str) -> None:
     assert "outside the workspace" in refused(ctx, "Read", file_path=path)
     assert "outside the workspace" in refused(ctx, "Write", file_path=path, content="x")
@@ -62,6 +63,7 @@ def test_paths_outside_the_workspace_are_refused(ctx: ToolContext, ws: Path, pat
     assert not Path("/tmp/teamrt-outside").exists()
 
 
+@pytest.mark.hostile
 def test_a_symlink_pointing_outside_is_refused_for_reading_and_writing(
     ctx: ToolContext, ws: Path, tmp_path: Path
 ) -> None:
@@ -128,12 +130,14 @@ def test_writes_keep_the_mode_but_never_set_user_id_and_leave_no_temporaries(
     assert sorted(p.name for p in ws.iterdir()) == [".teamrt", "kept.sh", "suid"]
 
 
+@pytest.mark.hostile
 def test_a_symlink_loop_is_refused_clearly(ctx: ToolContext, ws: Path) -> None:
     (ws / "a").symlink_to("b")
     (ws / "b").symlink_to("a")
     assert refused(ctx, "Read", file_path="a/x") == "Read: a/x has a symlink loop"
 
 
+@pytest.mark.hostile
 def test_teamrts_home_is_refused_for_reading_and_writing_and_walks_skip_it(
     ctx: ToolContext, ws: Path
 ) -> None:
@@ -203,6 +207,7 @@ def test_a_worktree_workspace_inside_teamrts_home_works(tmp_path: Path) -> None:
     assert refused(ctx, "Write", file_path="../../x.txt", content="x") == f"Write: ../../x.txt {IN_HOME}"
 
 
+@pytest.mark.hostile
 def test_protected_paths_are_never_written(tmp_path: Path) -> None:
     project = tmp_path / "project"
     run_dir = project / ".teamrt/runs/r1"
@@ -237,6 +242,7 @@ def test_protected_paths_are_never_written(tmp_path: Path) -> None:
     assert team_file.read_text() == "[team]\n"
 
 
+@pytest.mark.hostile
 def test_a_deny_rule_for_reading_refuses_read_and_hides_files_from_glob_and_grep(
     ws: Path, run_dir: Path
 ) -> None:
@@ -327,6 +333,7 @@ LONG_NAME = "n" * 300
         ("Write", {"file_path": ".", "content": ""}, "Write: . is a directory"),
     ],
 )
+@pytest.mark.hostile
 def test_hostile_input_gets_a_clear_one_line_error(
     ctx: ToolContext, ws: Path, tool: str, input: dict[str, Any], message: str
 ) -> None:
@@ -522,6 +529,7 @@ def test_grep_without_ripgrep_says_so(ctx: ToolContext, monkeypatch: pytest.Monk
     )
 
 
+@pytest.mark.hostile
 def test_grep_shows_only_what_the_agent_may_read_whatever_ripgrep_prints(
     ws: Path, run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -568,6 +576,7 @@ def test_grep_shows_only_what_the_agent_may_read_whatever_ripgrep_prints(
     assert run(ctx, "Grep", pattern="needle", output_mode="content").content == f"ok.txt:1:needle\n{hidden}"
 
 
+@pytest.mark.hostile
 def test_ripgrep_itself_sees_no_further_than_the_root_it_searches(
     ctx: ToolContext, ws: Path, tmp_path: Path
 ) -> None:
@@ -590,6 +599,7 @@ def test_ripgrep_itself_sees_no_further_than_the_root_it_searches(
         assert b"./ok.txt\0" in out and b"mail" not in out
 
 
+@pytest.mark.hostile
 def test_a_grep_that_runs_too_long_is_stopped_while_the_event_loop_runs_on(
     ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

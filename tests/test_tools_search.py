@@ -254,6 +254,7 @@ def test_glob_refuses_bad_patterns_in_one_line(ctx: ToolContext, ws: Path) -> No
 # == Attacks ================================================================================================
 
 
+@pytest.mark.hostile
 def test_a_gitignore_cannot_unignore_git_or_teamrts_home(
     ctx: ToolContext, ws: Path, confinement: str
 ) -> None:
@@ -282,6 +283,7 @@ def test_a_gitignore_cannot_unignore_git_or_teamrts_home(
         assert "ok.txt" in out and ".git/" not in out and ".teamrt/" not in out, "ripgrep itself skips both"
 
 
+@pytest.mark.hostile
 def test_paths_outside_the_workspace_are_refused(ctx: ToolContext, ws: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -296,6 +298,7 @@ def test_paths_outside_the_workspace_are_refused(ctx: ToolContext, ws: Path, tmp
     assert run(ctx, "Glob", pattern="**/*") == "no files match **/* in .", "the symlink is not listed"
 
 
+@pytest.mark.hostile
 def test_a_directory_swapped_for_a_symlink_mid_search_shows_nothing_outside(
     ctx: ToolContext, ws: Path, tmp_path: Path, confinement: str
 ) -> None:
@@ -339,6 +342,7 @@ def test_a_directory_swapped_for_a_symlink_mid_search_shows_nothing_outside(
 
 
 @needs_bwrap
+@pytest.mark.hostile
 def test_a_directory_swapped_for_a_symlink_into_teamrts_home_shows_nothing_of_it(
     ctx: ToolContext, ws: Path
 ) -> None:
@@ -371,6 +375,7 @@ def test_a_directory_swapped_for_a_symlink_into_teamrts_home_shows_nothing_of_it
     assert any("store inside" in s for s in said)
 
 
+@pytest.mark.hostile
 def test_what_ripgrep_prints_is_checked_again(
     ctx: ToolContext, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -421,6 +426,7 @@ def test_a_line_is_shown_only_under_the_file_it_came_from(
     assert run(ctx, "Grep", pattern="needle", output_mode="content") == "ok.txt:1:needle"
 
 
+@pytest.mark.hostile
 def test_patterns_that_explode_elsewhere_end_quickly(ctx: ToolContext, ws: Path) -> None:
     """Patterns with catastrophic backtracking (in Python's ``re``) are linear for ripgrep; a pattern that
     would compile to a huge automaton is refused in one line."""

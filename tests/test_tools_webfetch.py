@@ -260,6 +260,7 @@ def test_a_redirect_to_another_host_is_told_not_followed(site: Site) -> None:
     assert site.hits["/page"] == 0
 
 
+@pytest.mark.hostile
 def test_a_redirect_from_an_allowed_host_to_a_refused_address_is_refused(site: Site) -> None:
     other = Site()
     try:
@@ -303,12 +304,14 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("url", "kind"), REFUSED)
+@pytest.mark.hostile
 def test_addresses_off_the_public_internet_are_refused(url: str, kind: str) -> None:
     message = failed(fetch(WebFetch(), url))
     assert message.startswith("WebFetch: refused: ") and f"is not a public address ({kind})" in message
     assert "[web] private_hosts" in message
 
 
+@pytest.mark.hostile
 def test_an_allowed_private_host_is_allowed_on_its_port_only(site: Site) -> None:
     site.routes["/"] = page("<p>local</p>")
     assert read(WebFetch(), site.url("/"), site.host).endswith("local")
@@ -318,6 +321,7 @@ def test_an_allowed_private_host_is_allowed_on_its_port_only(site: Site) -> None
     assert site.hits["/"] == 2
 
 
+@pytest.mark.hostile
 def test_the_name_is_resolved_once_and_the_checked_address_is_the_one_connected(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -352,6 +356,7 @@ def test_http_is_upgraded_to_https_for_public_hosts_only(site: Site) -> None:
 # --- limits ---------------------------------------------------------------------
 
 
+@pytest.mark.hostile
 def test_a_body_over_the_size_limit_is_refused(site: Site) -> None:
     site.routes["/big"] = page("x" * 5000, "text/plain")
 
@@ -374,6 +379,7 @@ def test_a_body_over_the_size_limit_is_refused(site: Site) -> None:
     )
 
 
+@pytest.mark.hostile
 def test_a_server_that_stalls_times_out(site: Site) -> None:
     def stall(handler: BaseHTTPRequestHandler) -> None:
         site.release.wait(30)
@@ -399,6 +405,7 @@ def test_a_server_that_stalls_times_out(site: Site) -> None:
 # --- hostile servers ------------------------------------------------------------
 
 
+@pytest.mark.hostile
 def test_huge_headers_are_a_one_line_error(site: Site) -> None:
     def huge(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)
@@ -416,6 +423,7 @@ def test_a_page_nested_too_deep_for_the_converter_keeps_its_text(site: Site) -> 
     assert read(WebFetch(), site.url("/deep"), site.host).endswith("bottom")
 
 
+@pytest.mark.hostile
 def test_a_server_that_hangs_up_is_a_one_line_error(site: Site) -> None:
     def hang_up(handler: BaseHTTPRequestHandler) -> None:
         handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
@@ -528,6 +536,7 @@ def test_every_agent_has_webfetch_after_bash() -> None:
     assert names[names.index("Bash") + 1] == "WebFetch"
 
 
+@pytest.mark.hostile
 def test_an_agent_allowed_everything_cannot_reach_a_local_service(site: Site, scene: Scene) -> None:
     """A lead in bypassPermissions mode, steered to the machine's own services, however it spells them."""
     from hostile import SECRET
@@ -602,6 +611,7 @@ def test_https_to_the_checked_address_keeps_the_name_for_the_certificate(
     assert "certificate verify failed" in untrusted
 
 
+@pytest.mark.hostile
 def test_a_private_hosts_entry_that_names_no_host_allows_nothing(site: Site) -> None:
     site.routes["/"] = page("<p>local</p>")
     assert failed(fetch(WebFetch(), site.url("/"), "☃.bad", "[::1", ":")).startswith("WebFetch: refused: ")

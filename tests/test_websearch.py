@@ -146,6 +146,7 @@ def tampered(history: list[dict[str, Any]], change: Any) -> list[dict[str, Any]]
     ],
     ids=["content", "title", "url", "citation", "result-dropped", "call-dropped"],
 )  # fmt: skip
+@pytest.mark.hostile
 def test_a_changed_search_block_is_refused(sim: SimServer, change: Any, refusal: str) -> None:
     history, _ = searched(sim)
     with pytest.raises(ModelBadRequest) as caught:

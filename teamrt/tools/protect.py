@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 PROTECTED_DIRS = (".git", ".claude")
 """Directory names protected at any depth of a workspace."""
@@ -31,6 +31,9 @@ PROTECTED_FILES = (".mcp.json",)
 """File names protected at any depth of a workspace."""
 AGENTS_DIR = Path(".teamrt") / "agents"
 """Where a project keeps teamrt's own agent definitions (protected even when the home is elsewhere)."""
+MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
+"""Memory files: prompt text every agent of the next session reads (their imports are protected by the run
+that loads them)."""
 PROTECTED = (
     "is protected: no agent may change teamrt's home, .git, .claude, .mcp.json, agent definitions"
     " or the team file, in any permission mode"
@@ -53,6 +56,22 @@ def protected_paths(
     tops = [_canonical(root) for root in roots]
     found += [path for path in _installation() if any(path.is_relative_to(top) for top in tops)]
     return tuple(dict.fromkeys(found))
+
+
+def protected_in_tree(path: str | PurePosixPath) -> bool:
+    """Whether a path relative to a repository's top (as git names it) is one that grants power: any
+    ``.git`` or ``.claude`` component, a ``.mcp.json`` or memory file at any depth, or anything under the
+    top-level ``.teamrt`` (agent definitions, team files). A branch that changes one is refused by ``apply``
+    and the merge queue; the runtime quarantines one that an agent's process creates."""
+    parts = PurePosixPath(path).parts
+    if not parts:
+        return False
+    return (
+        parts[0] == ".teamrt"
+        or any(part in PROTECTED_DIRS for part in parts)
+        or parts[-1] in PROTECTED_FILES
+        or parts[-1] in MEMORY_FILES
+    )
 
 
 def _installation() -> tuple[Path, ...]:
