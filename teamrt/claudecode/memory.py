@@ -12,17 +12,29 @@ blocks are text. Imported files follow their importer, nest at most
 ``MAX_DEPTH`` levels, and a cycle ends where it closes. A name that is no file
 (``@someone``, ``@src/``) is text too.
 
-The repository is not trusted: every project file, imports included, must
-resolve (symlinks followed) inside the project, and what the user's file
-imports inside ``claude_home()``; others are refused with a warning, so a
-cloned repository cannot put ``~/.ssh`` or the user's credentials into the
-prompt the model sees. A file larger than ``MAX_FILE_BYTES`` is cut, one that
-is not UTF-8 is left out, and files beyond ``MAX_TOTAL_BYTES`` in all are left
-out; each with a warning.
+The repository is not trusted, and its agents may be changing it while a run
+starts (a shell swapping a directory for a symlink between two steps). So
+every project file, imports included, is reached as the file tools reach
+files (``teamrt.tools.beneath``): walked from a descriptor of the project's
+directory one name at a time with ``O_NOFOLLOW``, symlinks followed by hand
+only while they stay inside the project, then opened through the descriptor
+of the directory the walk ended in and checked to be the very file walked to.
+What the user's file imports stays in ``claude_home()`` the same way (the
+user's file itself may be a link to their dotfiles). Refused, each with one
+warning, the rest read on: a path leading out, so a cloned repository cannot
+put ``~/.ssh`` or the user's credentials into the prompt the model sees;
+teamrt's home (wherever ``TEAMRT_HOME`` points, and any ``.teamrt``
+directory: every run's store, mailboxes and output); ``.git`` internals; what
+is no regular file (a FIFO or a device is never opened). A file larger than
+``MAX_FILE_BYTES`` is cut, one that is not UTF-8 is left out, files beyond
+``MAX_TOTAL_BYTES`` in all are left out, and ``MAX_IMPORTS`` imports at most
+are followed. Loading never raises: an error on the way leaves out that one
+file, with a warning.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -30,13 +42,20 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ..home import DEFAULT_HOME, home_path
+from ..terminal import clean_line
+from ..tools import beneath
+from ..tools.confine import reason
 from .paths import claude_home
-from .reading import read_head
 
 MAX_DEPTH = 5
 """How deep imports nest: the memory files themselves are level 0."""
 MAX_FILE_BYTES = 256 * 1024
 MAX_TOTAL_BYTES = 1024 * 1024
+MAX_IMPORTS = 256
+"""Imports met in one load, all files together, before the rest are left out (each is a walk)."""
+MAX_WARNINGS = 50
+"""Warnings kept; the rest are counted in one last line."""
 
 PROJECT = "project instructions, checked into the codebase"
 ROOTS = (
@@ -56,6 +75,10 @@ _IMPORT = re.compile(r"(?:^|(?<=\s))@((?:[^\s\\]|\\ )+)")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_NO_FILE = (errno.ENOENT, errno.ENOTDIR)
+"""Errors of a walk that mean no file is there: the import is text."""
+IN_HOME = "is in teamrt's home (the runs' stores, mailboxes and output)"
+IN_GIT = "is inside .git"
 
 
 @dataclass(frozen=True)
@@ -85,96 +108,232 @@ class Memory:
 
 
 def load_memory(project: Path) -> Memory:
-    """The memory files of ``project`` and the user, with their imports."""
+    """The memory files of ``project`` and the user, with their imports; never raises for what it finds."""
     reader = _Reader()
-    home = claude_home()
-    reader.root(home / "CLAUDE.md", USER, _Scope(Path(os.path.realpath(home)), str(home)), confined=False)
-    scope = _Scope(Path(os.path.realpath(project)), "the project")
+    try:
+        _load(reader, project)
+    except (OSError, ValueError) as e:  # the project's own path unusable (its current directory gone)
+        reader.warn(f"{project}: memory left out: {e}")
+    return reader.memory()
+
+
+def _load(reader: _Reader, project: Path) -> None:
+    homes = _homes()
+    scope = _Scope.of(project, "the project", homes)
+    try:
+        user_home = claude_home()
+    except (RuntimeError, KeyError, OSError) as e:  # no $HOME and no password entry
+        reader.warn(f"the user's CLAUDE.md: left out: the home directory is unknown ({e})")
+    else:
+        user = _Scope.of(user_home, str(user_home), homes)
+        trusted = not user.real.is_relative_to(scope.real)  # the user's folder, not a repository's
+        reader.root(user_home / "CLAUDE.md", USER, user, may_link_out=trusted)
     for name, description in ROOTS:
-        reader.root(project / name, description, scope, confined=True)
-    return Memory(tuple(reader.files), tuple(reader.warnings))
+        reader.root(project / name, description, scope)
+
+
+def _homes() -> tuple[Path, ...]:
+    """teamrt's home where it is configured, canonical (one named ``.teamrt`` is refused by its name)."""
+    try:
+        return (Path(os.path.realpath(home_path())),)
+    except (OSError, RuntimeError, ValueError):  # the current directory is gone
+        return ()
+
+
+class _Refused(Exception):
+    """Why a file may not be read, as the end of a warning: ``<path> is inside .git``."""
 
 
 @dataclass(frozen=True)
 class _Scope:
-    """Where a memory file's imports must resolve."""
+    """The directory a memory file's imports must stay beneath, and the places beneath it refused."""
 
+    given: Path
+    """As named (absolute, normalized): imports reached through it are shown so."""
     real: Path
+    """Canonical: where walks start."""
     name: str
+    homes: tuple[Path, ...]
+    """teamrt's homes beneath ``real`` (a home holding ``real`` itself, a worktree's, is not refused)."""
+
+    @classmethod
+    def of(cls, root: Path, name: str, homes: tuple[Path, ...]) -> _Scope:
+        real = Path(os.path.realpath(root))
+        inside = tuple(home for home in homes if not real.is_relative_to(home))
+        return cls(Path(os.path.abspath(root)), real, name, inside)
+
+    def canonical(self, path: Path) -> Path:
+        """The absolute, normalized ``path`` put under ``real`` when it is under ``given``."""
+        if path.is_relative_to(self.given) and not path.is_relative_to(self.real):
+            return self.real / path.relative_to(self.given)
+        return path
+
+    def refusal(self, path: Path) -> str | None:
+        """Why the canonical ``path`` beneath ``real`` may not be read, or None."""
+        names = {name.casefold() for name in path.relative_to(self.real).parts}
+        if DEFAULT_HOME in names or any(path.is_relative_to(home) for home in self.homes):
+            return IN_HOME
+        return IN_GIT if ".git" in names else None
 
 
 @dataclass
 class _Reader:
     files: list[MemoryFile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    seen: set[str] = field(default_factory=set)
-    """The files read, symlinks resolved."""
+    unsaid: int = 0
+    """Warnings beyond ``MAX_WARNINGS``."""
+    seen: set[tuple[int, int]] = field(default_factory=set)
+    """The files read, by device and inode."""
     total: int = 0
     """Bytes read in all."""
+    followed: int = 0
+    """Imports met in all."""
+    capped: str | None = None
+    """The warning that ``MAX_IMPORTS`` were followed, said last however many came before."""
 
-    def root(self, path: Path, description: str, scope: _Scope, *, confined: bool) -> None:
-        """Read a memory file and its imports; ``confined``: the file itself must resolve in ``scope``."""
-        if not _exists(path):
-            return
-        if confined and not _inside(path, scope):
-            self.warnings.append(
-                f"{path}: left out: a link to {os.path.realpath(path)}, outside {scope.name}"
-            )
-            return
-        self._read(path, description, 0, scope)
+    def memory(self) -> Memory:
+        unsaid = [f"memory: {self.unsaid} more warnings left unsaid"] if self.unsaid else []
+        capped = [clean_line(self.capped)] if self.capped else []
+        return Memory(tuple(self.files), (*self.warnings, *unsaid, *capped))
 
-    def _read(self, path: Path, description: str, depth: int, scope: _Scope) -> None:
-        real = os.path.realpath(path)
-        if real in self.seen:  # read before, or a cycle closing
+    def warn(self, line: str) -> None:
+        """Keep one warning line (made safe for a terminal: it quotes the repository's text)."""
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(clean_line(line))
+        else:
+            self.unsaid += 1
+
+    def root(self, path: Path, description: str, scope: _Scope, *, may_link_out: bool = False) -> None:
+        """Read a memory file and its imports; the file must lie in ``scope`` unless ``may_link_out``."""
+        try:
+            spot = self._find(path, scope)
+        except beneath.Escape as e:
+            if not may_link_out:
+                self.warn(f"{path}: left out: a link to {e.path}, outside {scope.name}")
+                return
+            spot = self._linked_out(path, e, scope)
+        except _Refused as e:
+            self.warn(f"{path}: left out: {e}")
             return
-        self.seen.add(real)
-        text = self._text(path)
+        if spot is not None:
+            self._visit(path, spot, description, 0, scope)
+
+    def _linked_out(self, path: Path, escape: beneath.Escape, scope: _Scope) -> beneath.Spot | None:
+        """The user's own file where its link leads (their dotfiles), walked beneath that directory."""
+        real = Path(os.path.realpath(path))
+        try:
+            return self._find(real, _Scope.of(real.parent, str(real.parent), scope.homes))
+        except (beneath.Escape, _Refused) as e:
+            self.warn(f"{path}: left out: a link to {escape.path}, which {e}")
+            return None
+
+    def _import(self, importer: Path, target: str, description: str, depth: int, scope: _Scope) -> None:
+        self.followed += 1
+        if self.followed > MAX_IMPORTS:
+            if self.followed == MAX_IMPORTS + 1:
+                self.capped = (
+                    f"{importer}: import @{target} and those after it left out: {MAX_IMPORTS} at most"
+                )
+            return
+        refused = f"{importer}: import @{target} refused"
+        try:
+            path = _resolve(importer, target)
+            spot = self._find(path, scope)
+        except beneath.Escape as e:
+            self.warn(f"{refused}: {e.path} is outside {scope.name}")
+            return
+        except _Refused as e:
+            self.warn(f"{refused}: {e}")
+            return
+        if spot is None:
+            return  # no such file: text such as @someone or @src/
+        if depth > MAX_DEPTH:
+            spot.close()
+            self.warn(f"{importer}: import @{target} left out: imports nest {MAX_DEPTH} levels at most")
+            return
+        self._visit(path, spot, description, depth, scope)
+
+    def _find(self, path: Path, scope: _Scope) -> beneath.Spot | None:
+        """The existing file ``path`` names, walked beneath ``scope``, held open; None when nothing or a
+        directory is there. Raises beneath.Escape for a path or link leading out, _Refused for a
+        refused place or an error on the way."""
+        try:
+            spot = beneath.resolve(scope.canonical(path), [scope.real])
+        except OSError as e:
+            if e.errno in _NO_FILE:
+                return None
+            raise _Refused(f"{path} {reason(e)}") from e
+        except ValueError as e:  # a name no file system takes (lone surrogates)
+            raise _Refused(f"{path} cannot be a file's name") from e
+        if spot.stat is None or stat.S_ISDIR(spot.stat.st_mode):
+            spot.close()
+            return None
+        why = scope.refusal(spot.path)
+        if why is not None:
+            spot.close()
+            raise _Refused(f"{spot.path} {why}")
+        return spot
+
+    def _visit(self, path: Path, spot: beneath.Spot, description: str, depth: int, scope: _Scope) -> None:
+        """Read the file ``spot`` holds (closing it), unless read before, then its imports."""
+        with spot:
+            assert spot.stat is not None
+            key = (spot.stat.st_dev, spot.stat.st_ino)
+            if key in self.seen:  # read before, or a cycle closing
+                return
+            self.seen.add(key)
+            text = self._text(path, spot)
         if text is None:
             return
         self.files.append(MemoryFile(path, description, text))
         for target in imports(text):
             self._import(path, target, description, depth + 1, scope)
 
-    def _import(self, importer: Path, target: str, description: str, depth: int, scope: _Scope) -> None:
-        path = _resolve(importer, target)
-        if path is None or not _exists(path):
-            return  # no such file: text such as @someone or @src/
-        if not _inside(path, scope):
-            real = os.path.realpath(path)
-            self.warnings.append(f"{importer}: import @{target} refused: {real} is outside {scope.name}")
-        elif depth > MAX_DEPTH:
-            self.warnings.append(
-                f"{importer}: import @{target} left out: imports nest {MAX_DEPTH} levels at most"
-            )
-        else:
-            self._read(path, description, depth, scope)
-
-    def _text(self, path: Path) -> str | None:
+    def _text(self, path: Path, spot: beneath.Spot) -> str | None:
         """The file's text, cut to what the limits leave; None (with a warning) when it is left out."""
         room = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - self.total)
         if room <= 0:
-            self.warnings.append(
-                f"{path}: left out: memory holds {MAX_TOTAL_BYTES // 1024} KiB at most in all"
-            )
+            self.warn(f"{path}: left out: memory holds {MAX_TOTAL_BYTES // 1024} KiB at most in all")
+            return None
+        assert spot.stat is not None
+        if not stat.S_ISREG(spot.stat.st_mode):  # a FIFO or a device is never opened
+            self.warn(f"{path}: left out: not a regular file")
             return None
         try:
-            head = read_head(path, room)
+            raw, size = _read_head(spot, room)
+        except beneath.Changed:
+            self.warn(f"{path}: left out: it changed while being read (another process is moving it)")
+            return None
         except OSError as e:
-            self.warnings.append(f"{path}: left out: {e.strerror or e}")
+            self.warn(f"{path}: left out: {reason(e)}")
             return None
-        if head is None:
-            self.warnings.append(f"{path}: left out: not a regular file")
-            return None
-        raw, size = head
         try:
             text = _decode(raw, cut=size > room)
         except UnicodeDecodeError:
-            self.warnings.append(f"{path}: left out: not UTF-8 text")
+            self.warn(f"{path}: left out: not UTF-8 text")
             return None
         if size > room:
-            self.warnings.append(f"{path}: cut to its first {room // 1024} KiB (it has {size} bytes)")
+            self.warn(f"{path}: cut to its first {room // 1024} KiB (it has {size} bytes)")
         self.total += len(raw)
         return text
+
+
+def _read_head(spot: beneath.Spot, limit: int) -> tuple[bytes, int]:
+    """The first ``limit`` bytes of the regular file ``spot`` holds, and its size; raises beneath.Changed
+    when its name now holds another file."""
+    fd = beneath.open_file(spot)
+    try:
+        size = os.fstat(fd).st_size
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), size
+    finally:
+        os.close(fd)
 
 
 def imports(text: str) -> list[str]:
@@ -196,24 +355,15 @@ def imports(text: str) -> list[str]:
     return found
 
 
-def _resolve(importer: Path, target: str) -> Path | None:
-    """The file an import names, ``..`` taken away (symlinks are not: that is for ``_inside``)."""
+def _resolve(importer: Path, target: str) -> Path:
+    """The file an import names, ``..`` taken away by name (symlinks are followed by the walk)."""
     if "\0" in target:
-        return None
-    path = Path.home() / target[2:] if target.startswith("~/") else importer.parent / target
-    return Path(os.path.normpath(path))  # an absolute target stays absolute
-
-
-def _inside(path: Path, scope: _Scope) -> bool:
-    return Path(os.path.realpath(path)).is_relative_to(scope.real)
-
-
-def _exists(path: Path) -> bool:
-    """Whether ``path`` is there and no directory (a FIFO or a device is, and is refused as it is read)."""
+        raise _Refused("its name holds a NUL byte")
     try:
-        return not stat.S_ISDIR(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
+        path = Path.home() / target[2:] if target.startswith("~/") else importer.parent / target
+    except (RuntimeError, KeyError) as e:  # no $HOME and no password entry
+        raise _Refused(f"the home directory is unknown ({e})") from e
+    return Path(os.path.normpath(path))  # an absolute target stays absolute
 
 
 def _decode(raw: bytes, *, cut: bool) -> str:
