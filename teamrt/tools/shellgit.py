@@ -56,6 +56,15 @@ def git_runs(path: str, words: tuple[Word, ...]) -> tuple[list[tuple[Word, ...]]
     return inner, _git_subcommand(sub, args)
 
 
+def _abbreviates(word: str, option: str) -> bool:
+    """Whether ``word`` is the long ``option`` or a start of it: git takes any unambiguous abbreviation
+    (``git rebase --exe`` is ``--exec``)."""
+    name = word.partition("=")[0]
+    if not option.startswith("--"):
+        return name == option
+    return name.startswith("--") and len(name) > 2 and option.startswith(name)
+
+
 def _git_subcommand(sub: str, args: Sequence[Word]) -> str | None:
     """Why ``git sub args`` may run a command it names, or None."""
     if sub == "filter-branch" or (sub == "submodule" and any(word.text == "foreach" for word in args)):
@@ -71,6 +80,6 @@ def _git_subcommand(sub: str, args: Sequence[Word]) -> str | None:
             return f"cannot tell what `git {sub}` runs: `{word.text}` is not plain text"
         for option in _GIT_RUNS[sub]:
             short = len(option) == 2 and word.text.startswith("-") and not word.text.startswith("--")
-            if word.text.partition("=")[0] == option or (short and option[1] in word.text[1:]):
+            if _abbreviates(word.text, option) or (short and option[1] in word.text[1:]):
                 return f"`git {sub} {option}` runs a command it is given"
     return None

@@ -12,12 +12,26 @@ without them (``git -C sub push`` runs ``git push``; ``teamrt.tools.shellgit``).
 The reading is *opaque*, with a reason, when the command may run something it
 does not show: text run as code (``eval``, ``source``, ``trap``, any shell,
 ``python -c`` and other interpreters given code inline or on standard input,
-``awk`` calling ``system``), a program name that is not plain text (``$X``,
+``awk`` calling ``system``, ``sed``'s ``e``, ``sqlite3``'s dot-commands, editors,
+options that name a command such as ``tar --to-command`` or ``sort
+--compress-program``, abbreviated or not), a program name that is not plain text (``$X``,
 a glob), a function the command defines and calls, ``alias``, ``exec``
 without a program, ``git -c`` (an alias or a pager can be any program) and
 git options that name a command, variables that pick what runs (``PATH=``,
 ``LD_PRELOAD=``, ``GIT_SSH_COMMAND=``, ...), array subscripts and arithmetic
 (bash evaluates ``a[$(...)]``), and wrappers with options it does not know.
+
+The reading is *indirect*, with a reason, when the command puts text the
+checker cannot see into a variable by name (``read``, ``mapfile``,
+``readarray``, ``printf -v``): nothing it shows runs that text, but the
+checker does not follow values from one command to the next, so under a deny
+rule such a line fails closed too. What bash turns from a variable's value into
+code is opaque wherever it appears: a nameref (``declare -n``, whose target's
+subscript bash evaluates on every use), indirection, subscripts, arithmetic,
+``compgen -W`` (which expands its word list), a word that may turn out to be
+such an option (``printf "$x"``, ``[ "$o" "$x" ]``, an unquoted ``[ $y ]``),
+and any way of setting a variable that picks what runs (``read PATH``, ``for
+PATH in``, ``${PATH:=...}``, ``unset PATH``).
 
 This reads a command line, not the programs it names: a script file, a
 Makefile or ``npm test`` runs whatever it contains.
@@ -75,6 +89,13 @@ class Reading:
     """Why the command may run programs that ``commands`` does not show, or None."""
     substitution: bool
     """Whether some word's value comes from a command or process substitution."""
+    indirect: str | None = None
+    """Why a variable may hold text the checker cannot see (``read``, ``mapfile``, ``printf -v``), or None."""
+
+    @property
+    def hidden(self) -> str | None:
+        """Why rules cannot judge the command from its text (``opaque``, else ``indirect``), or None."""
+        return self.opaque or self.indirect
 
 
 @lru_cache(maxsize=256)
@@ -92,9 +113,15 @@ def runs(script: Script) -> Reading:
     found = _Found(script.functions)
     if script.opaque:
         found.reasons.append(script.opaque)
+    found.reasons.extend(filter(None, map(risky_name, script.assigned)))
     for simple in script.commands:
         found.add(simple.words, simple.assignments, simple.source)
-    return Reading(tuple(found.commands), found.reasons[0] if found.reasons else None, script.substitution)
+    return Reading(
+        tuple(found.commands),
+        found.reasons[0] if found.reasons else None,
+        script.substitution,
+        found.indirect[0] if found.indirect else None,
+    )
 
 
 # --- programs --------------------------------------------------------------------------------------
@@ -117,12 +144,16 @@ _RISKY_VARIABLES = frozenset(
         "GIT_EXEC_PATH", "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
     }
 )  # fmt: skip
-_RISKY_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_")
+_RISKY_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_", "BASH_ALIASES", "BASH_CMDS")
 
 
 def risky_assignment(word: Word) -> str | None:
     """Why an assignment (``NAME=value``) changes which program runs or what it runs, or None."""
-    name = word.text.partition("=")[0].removesuffix("+")
+    return risky_name(word.text.partition("=")[0].removesuffix("+"))
+
+
+def risky_name(name: str) -> str | None:
+    """Why setting the variable ``name`` (however it is set) changes which programs run, or None."""
     if name in _RISKY_VARIABLES or name.startswith(_RISKY_PREFIXES):
         return f"`{name}=` changes which programs run"
     return None
@@ -133,6 +164,7 @@ class _Found:
     functions: frozenset[str]
     commands: list[Command] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    indirect: list[str] = field(default_factory=list)
 
     def add(self, words: Sequence[Word], assignments: Sequence[Word], source: str, depth: int = 0) -> None:
         self.reasons.extend(filter(None, map(risky_assignment, assignments)))
@@ -149,6 +181,9 @@ class _Found:
         self.commands.append(command)
         if depth == 0 and head.text in self.functions:
             self.reasons.append(f"`{head.text}` is a function the command defines")
+        fills = _fills(command)
+        if fills:
+            self.indirect.append(fills)
         inner, reason = _handler(command.program)(command)
         if reason:
             self.reasons.append(reason)
@@ -167,6 +202,16 @@ def _handler(program: str) -> Handler:
         if names.fullmatch(program):
             return lambda command: ([], _interpreter(command, inline))
     return lambda command: ([], None)
+
+
+def _fills(command: Command) -> str | None:
+    """Why the builtin puts text the checker cannot see into a variable by name, or None."""
+    name = command.program
+    if name in ("read", "mapfile", "readarray"):
+        return f"`{name}` puts text the checker cannot see into variables, which may later name a program"
+    if name == "printf" and _printf_options(command.words)[0]:
+        return "`printf -v` puts text into a variable by name, which may later name a program"
+    return None
 
 
 def _fixed(reason: str) -> Handler:
@@ -326,36 +371,360 @@ def _awk(command: Command) -> tuple[list[Inner], str | None]:
     return [], None
 
 
+# programs whose own options or scripts run commands
+
+
+def _sed_executes(script: str) -> bool:
+    """Whether a sed script runs text: GNU sed's ``e`` command or ``s///e`` flag. The script is read as sed
+    reads it (addresses, then a command and its arguments); what does not read cleanly counts as running."""
+    try:
+        return _SedReader(script).executes()
+    except (IndexError, ValueError):
+        return True
+
+
+@dataclass
+class _SedReader:
+    text: str
+    i: int = 0
+
+    def executes(self) -> bool:
+        while self._skip(" \t\n;{}!"):
+            self._address()
+            if self._skip(","):
+                self._address()
+            self._skip(" \t!")
+            if self.i == len(self.text):
+                return False
+            command = self._next()
+            if command == "e" or (command == "s" and self._substitute()):
+                return True
+            if command != "s":
+                self._arguments(command)
+        return False
+
+    def _next(self) -> str:
+        char = self.text[self.i]
+        self.i += 1
+        return char
+
+    def _skip(self, chars: str) -> bool:
+        """Skip ``chars``; whether text is left."""
+        while self.i < len(self.text) and self.text[self.i] in chars:
+            self.i += 1
+        return self.i < len(self.text)
+
+    def _address(self) -> None:
+        char = self.text[self.i]
+        if char.isdigit() or char in "$+~":
+            self.i += 1
+            while self.i < len(self.text) and (self.text[self.i].isdigit() or self.text[self.i] == "~"):
+                self.i += 1
+        elif char in "/\\":
+            self.i += 1
+            self._delimited(self._next() if char == "\\" else "/")
+            while self.i < len(self.text) and self.text[self.i] in "IM":
+                self.i += 1
+
+    def _delimited(self, delimiter: str) -> None:
+        """Move past text ending at an unescaped ``delimiter``."""
+        if delimiter in "\\\n":
+            raise ValueError("a backslash or a newline as a delimiter")
+        while (char := self._next()) != delimiter:
+            if char == "\\":
+                self.i += 1
+            elif char == "\n":
+                raise ValueError("an unterminated expression")
+
+    def _substitute(self) -> bool:
+        """Read ``s/regex/replacement/flags``; whether a flag is ``e``."""
+        delimiter = self._next()
+        self._delimited(delimiter)
+        self._delimited(delimiter)
+        while self.i < len(self.text) and self.text[self.i] in "gpiImMe0123456789":
+            if self._next() == "e":
+                return True
+        if self.i < len(self.text) and self.text[self.i] == "w":
+            self._line()
+        return False
+
+    def _arguments(self, command: str) -> None:
+        if command == "y":
+            delimiter = self._next()
+            self._delimited(delimiter)
+            self._delimited(delimiter)
+        elif command in "aicrRwW:#":
+            self._line()
+        elif command in "btTqQlLv":
+            while self.i < len(self.text) and self.text[self.i] not in ";}\n":
+                self.i += 1
+        elif command not in "=dDgGhHnNpPxzF":
+            raise ValueError(f"a command sed may not know ({command})")
+
+    def _line(self) -> None:
+        """Move past the rest of the line, backslash-newline continuations included."""
+        while self.i < len(self.text) and self.text[self.i] != "\n":
+            self.i += 2 if self.text[self.i] == "\\" else 1
+
+
+def _sed(command: Command) -> tuple[list[Inner], str | None]:
+    """``sed``: its script (``-e``, or the first operand) may run commands with ``e``; ``-f`` reads one
+    from a file; a word the checker cannot read may be such an option. ``--sandbox`` forbids ``e``."""
+    words = command.words
+    if any(word.literal and word.text == "--sandbox" for word in words):
+        return [], None
+    scripts: list[Word] = []
+    operands: list[Word] = []
+    i, ended = 0, False
+    while i < len(words):
+        word, text = words[i], words[i].text
+        i += 1
+        if ended or (word.literal and (text == "-" or not text.startswith("-"))):
+            operands.append(word)
+        elif not word.literal:
+            if text[:1] in _MAY_BE_OPTION:
+                return [], f"cannot tell what `sed` runs: `{text}` may be an option"
+            operands.append(word)
+        elif text == "--":
+            ended = True
+        elif _long("--file", text):
+            return [], "`sed --file` runs a script the checker does not read"
+        elif _long("--expression", text) and "=" in text:
+            scripts.append(Word(text.partition("=")[2], True))
+        elif _long("--expression", text):
+            scripts.append(words[i] if i < len(words) else MORE)
+            i += 1
+        elif not text.startswith("--"):
+            letter, rest = _sed_cluster(text)
+            if letter == "f":
+                return [], "`sed -f` runs a script the checker does not read"
+            takes_next = letter in ("e", "l") and not rest
+            value = (words[i] if i < len(words) else MORE) if takes_next else Word(rest, True)
+            i += 1 if takes_next else 0
+            if letter == "e":
+                scripts.append(value)
+    for script in scripts or operands[:1]:
+        if not script.literal:
+            return [], f"cannot tell what `sed` runs: its script `{script.text}` is not plain text"
+        if _sed_executes(script.text):
+            return [], "`sed`'s `e` command (or `s///e`) runs text as a command"
+    return [], None
+
+
+def _long(option: str, word: str) -> bool:
+    """Whether ``word`` is the long ``option``, with a value after ``=`` or not, or an abbreviation of it
+    (``--expr`` for ``--expression``: getopt and git take any unambiguous start)."""
+    name = word.partition("=")[0]
+    return name.startswith("--") and len(name) > 2 and option.startswith(name)
+
+
+def _sed_cluster(text: str) -> tuple[str, str]:
+    """The option of a short cluster (``-nE``, ``-ne1p``, ``-i.bak``) that takes a value, and its attached
+    value: ``e`` (a script), ``f`` (a script file), ``l`` (a length), ``i`` (a suffix), or ``""``."""
+    for j, letter in enumerate(text[1:], start=2):
+        if letter in "efli":
+            return letter, text[j:]
+    return "", ""
+
+
+@dataclass(frozen=True)
+class _CodeOptions:
+    """A program some of whose options name a command to run; a word the checker cannot read may be one,
+    unless it is the value of an option that takes one."""
+
+    long: tuple[str, ...]
+    """Long options (or their starts) that run a command."""
+    short: str = ""
+    """Short option letters that run a command."""
+    values: str = ""
+    """Short option letters that take the next word as their value."""
+    bare: bool = False
+    """Whether the first word may be a cluster of short options without a dash."""
+
+    def __call__(self, command: Command) -> tuple[list[Inner], str | None]:
+        name, words = command.program, command.words
+        for i, word in enumerate(words):
+            text = word.text
+            if text == "--" and word.literal:
+                return [], None
+            if not word.literal:
+                before = words[i - 1].text if i else ""
+                value = before.startswith("-") and not before.startswith("--") and before[-1:] in self.values
+                if text[:1] in _MAY_BE_OPTION and not value:
+                    return [], f"cannot tell what `{name}` runs: `{text}` may be an option"
+            elif self._runs(text, first=i == 0):
+                return [], f"`{name} {text.partition('=')[0]}` runs a command"
+        return [], None
+
+    def _runs(self, text: str, *, first: bool) -> bool:
+        """Whether the plain word is an option that runs a command (``tar``'s first word may be a cluster
+        without its dash, ``tar xIf``)."""
+        if any(
+            _long(option, text) if option.startswith("--") else text.startswith(option)
+            for option in self.long
+        ):
+            return True
+        if text.startswith("-") and not text.startswith("--"):
+            cluster = text[1:]
+        else:
+            cluster = text if first and self.bare else ""
+        return bool(set(self.short) & set(cluster))
+
+
+_CODE_OPTIONS: dict[str, _CodeOptions] = {
+    "tar": _CodeOptions(
+        ("--to-command", "--checkpoint-action", "--use-compress-program", "--info-script",
+         "--new-volume-script", "--rsh-command", "--rmt-command"),
+        short="IF",
+        values="fCTXbHKNgVL",
+        bare=True,
+    ),
+    "sort": _CodeOptions(("--compress-program",), values="kotTS"),
+    "rsync": _CodeOptions(("--rsh", "--rsync-path", "-e"), short="e", values="fBT"),
+    "zip": _CodeOptions(("--unzip-command", "-TT"), values="bntx"),
+    "scp": _CodeOptions(("-S", "-o"), short="So", values="cFiJlP"),
+    "sftp": _CodeOptions(("-S", "-o", "-D"), short="SoD", values="bBcFiJlPR"),
+}  # fmt: skip
+_SQLITE = _CodeOptions(("-cmd", "-init", "."))
+
+
+def _sqlite(command: Command) -> tuple[list[Inner], str | None]:
+    """``sqlite3 DB SQL``: dot-commands (``.shell``, ``.system``, ``.output |cmd``, ``.load``) run
+    programs; without SQL it reads them from standard input."""
+    operands = [word for word in command.words if not word.text.startswith("-")]
+    if len(operands) < 2:
+        return [], "`sqlite3` without SQL reads commands (which can run programs) from standard input"
+    for word in operands[1:]:
+        if not word.literal or any(line.lstrip().startswith(".") for line in word.text.splitlines()):
+            return [], "cannot tell what `sqlite3` runs: its commands may run programs"
+    return _SQLITE(command)
+
+
 _VARIABLE_BUILTINS = frozenset(
     {"read", "unset", "getopts", "wait", "mapfile", "readarray", "declare", "typeset", "local", "export",
      "readonly", "printf", "test", "["}
 )  # fmt: skip
 _DECLARES = frozenset({"declare", "typeset", "local", "export", "readonly"})
+_NAMEREFS = frozenset({"declare", "typeset", "local"})
+"""The builtins whose ``-n`` makes a nameref (``export -n`` only unexports)."""
+_SETS_NAMED = frozenset({"read", "mapfile", "readarray", "getopts", "wait", "printf", "unset"})
+"""Builtins that set (or unset) the variables their arguments name, whatever the value: ``unset PATH``
+makes bash look programs up in the current directory."""
 
 
 def _variables(command: Command) -> tuple[list[Inner], str | None]:
-    """Builtins that take variable names: bash evaluates a name's subscript (``a[$(...)]``) as arithmetic."""
+    """Builtins that take variable names: bash evaluates a name's subscript (``a[$(...)]``) as arithmetic,
+    and on every use of a nameref the subscript of the name it holds."""
     name = command.program
-    if name in ("printf", "test", "[") and not any(word.text == "-v" for word in command.words):
-        return [], None
+    if name == "printf":
+        return _printf(command)
+    if name in ("test", "["):
+        return _test(command)
     if name in _DECLARES and _has_option(command, "i"):
         return [], f"`{name} -i` evaluates arithmetic, which can run commands"
+    if name in _NAMEREFS and _has_option(command, "n"):
+        return [], (
+            f"`{name} -n` makes a name refer to another variable, and bash evaluates that variable's"
+            " subscript, which can run commands"
+        )
     if name in ("mapfile", "readarray") and _has_option(command, "C"):
         return [], f"`{name} -C` runs text as a command"
-    for word in command.words:
+    return [], _names(name, command.words, _set_names(command))
+
+
+def _names(name: str, names: Sequence[Word], sets: Sequence[Word]) -> str | None:
+    """Why the builtin ``name`` given the variable ``names`` (setting ``sets``) may run a command, or None."""
+    for word in names:
         target = word.text.partition("=")[0]
         if "[" in target or (not word.literal and ("$" in target or "`" in target)):
-            return [], f"`{name}` evaluates the subscript in `{word.text}`, which can run commands"
-        if name in _DECLARES and "=" in word.text:
-            reason = risky_assignment(word)
-            if reason:
-                return [], reason
+            return f"`{name}` evaluates the subscript in `{word.text}`, which can run commands"
+    return next(filter(None, map(risky_assignment, sets)), None)
+
+
+def _set_names(command: Command) -> list[Word]:
+    """The words naming variables the builtin sets (``NAME=value`` for ``export`` and ``readonly``; any
+    name for ``declare``, ``typeset`` and ``local``, which in a function make it local and empty)."""
+    name, words = command.program, command.words
+    if name in _NAMEREFS:
+        return [word for word in words if word.literal or "=" in word.text]
+    if name in _DECLARES:
+        return [word for word in words if "=" in word.text]
+    return [word for word in words if word.literal] if name in _SETS_NAMED else []
+
+
+def _printf_options(words: Sequence[Word]) -> tuple[list[Word], Word | None]:
+    """The variables ``printf -v NAME`` (or ``-vNAME``) sets, and the first word after its options."""
+    targets: list[Word] = []
+    i = 0
+    while i < len(words) and words[i].literal and words[i].text.startswith("-v"):
+        rest = words[i].text[2:]
+        targets.append(Word(rest, True) if rest else words[i + 1] if i + 1 < len(words) else Word("", True))
+        i += 1 if rest else 2
+    return targets, words[i] if i < len(words) else None
+
+
+def _printf(command: Command) -> tuple[list[Inner], str | None]:
+    """``printf -v NAME``: a subscript in ``NAME`` is evaluated; a first word the checker cannot read may be
+    such an option (``printf "$x"`` with ``x='-va[$(...)]'``)."""
+    targets, first = _printf_options(command.words)
+    if first is not None and not first.literal and first.text[:1] in _MAY_BE_OPTION:
+        return [], f"cannot tell whether `printf` sets a variable: `{first.text}` may be an option"
+    return [], _names("printf", targets, targets)
+
+
+_MAY_BE_OPTION = frozenset("-$`*?[{~")
+"""How a word that is not plain text may start when it can turn out to begin with ``-``."""
+_TEST_BINARY = frozenset(
+    {"=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef"}
+)
+_TEST_OPERATORS = _TEST_BINARY | {
+    "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-t", "-u", "-w", "-x",
+    "-G", "-L", "-N", "-O", "-S", "-z", "-n", "-R",
+}  # fmt: skip
+"""The ``test`` operators after which a word is an operand (``-a``, ``-o``, ``!`` and ``(`` start a new
+test, where a word may be an operator)."""
+
+
+def _test(command: Command) -> tuple[list[Inner], str | None]:
+    """``test``/``[``: ``-v NAME`` evaluates a subscript in ``NAME``; a word the checker cannot read may
+    turn out to be ``-v`` (or, unquoted, several words) unless its place makes it an operand."""
+    name, words = command.program, list(command.words)
+    if name == "[" and words and words[-1].literal and words[-1].text == "]":
+        words.pop()
+    after_v = [words[i + 1] for i, word in enumerate(words[:-1]) if word.text == "-v"]
+    reason = _names(name, after_v, ())
+    if reason:
+        return [], reason
+    for i, word in enumerate(words):
+        if word.literal:
+            continue
+        if word.splits:
+            advice = "" if "$@" in word.text or "${@" in word.text else " (quote it)"
+            several = f"`{word.text}` may become several words, such as `-v`{advice}"
+            return [], f"cannot tell what `{name}` tests: {several}"
+        before = words[i - 1] if i else None
+        after = words[i + 1] if i + 1 < len(words) else None
+        if len(words) == 1 or (before is not None and before.literal and before.text in _TEST_OPERATORS):
+            continue
+        if after is not None and after.literal and after.text in _TEST_BINARY:
+            continue
+        return [], f"cannot tell what `{name}` tests: `{word.text}` may be an operator such as `-v`"
     return [], None
 
 
 def _when(letters: str, reason: str) -> Handler:
-    """A builtin that runs text as a command when given one of the option ``letters``."""
-    return lambda command: ([], reason if any(_has_option(command, c) for c in letters) else None)
+    """A builtin that runs text as a command when given one of the option ``letters`` (or options the
+    checker cannot read)."""
+
+    def handler(command: Command) -> tuple[list[Inner], str | None]:
+        if any(_has_option(command, c) for c in letters):
+            return [], reason
+        unread = next((word.text for word in command.words if not word.literal), None)
+        if unread is not None:
+            return [], f"cannot tell what `{command.program}` does: `{unread}` is not plain text"
+        return [], None
+
+    return handler
 
 
 _SHELLS = frozenset(
@@ -367,7 +736,9 @@ _RUNNERS = frozenset(
      "proxychains4", "torsocks", "valgrind", "gdb", "lldb", "script", "su", "runuser", "sudoedit", "ssh",
      "parallel", "systemd-run", "tmux", "screen", "expect", "unbuffer", "faketime", "fakeroot", "chronic",
      "entr", "taskset", "chrt", "numactl", "catchsegv", "dbus-run-session", "run-parts", "xvfb-run", "sg",
-     "pkexec", "deno", "perf", "caffeinate"}
+     "pkexec", "deno", "perf", "caffeinate", "setpriv", "runcon", "setarch", "linux32", "linux64", "prlimit",
+     "rlwrap", "ccache", "sshpass", "ssh-agent", "dbus-launch", "xterm", "at", "batch", "cpulimit", "cgexec",
+     "capsh", "proot", "newgrp", "ed", "ex", "vi", "vim", "nvim", "view", "emacs", "dc", "m4", "gnuplot"}
 )  # fmt: skip
 _HANDLERS: dict[str, Handler] = {
     "eval": _fixed("`eval` runs its arguments as a command"),
@@ -379,9 +750,11 @@ _HANDLERS: dict[str, Handler] = {
     "fc": _fixed("`fc` runs commands again"),
     "let": _fixed("`let` evaluates arithmetic, which can run commands"),
     "hash": _when("p", "`hash -p` makes a name run another program"),
-    "complete": _when("CF", "`complete -C`/`-F` runs a command"),
-    "compgen": _when("CF", "`compgen -C`/`-F` runs a command"),
+    "complete": _when("CFW", "`complete -C`/`-F`/`-W` runs a command or expands text"),
+    "compgen": _when("CFW", "`compgen -C`/`-F`/`-W` runs a command or expands text"),
     "jobs": _when("x", "`jobs -x` runs a command"),
+    "bind": _when("x", "`bind -x` binds a key to a command"),
+    "history": _when("snr", "`history -s`/`-r`/`-n` puts text in the history, which `fc` runs"),
     **dict.fromkeys(_VARIABLE_BUILTINS, _variables),
     "command": _command,
     "builtin": _Wrapper(Grammar()),
@@ -417,4 +790,8 @@ _HANDLERS: dict[str, Handler] = {
     "mawk": _awk,
     "nawk": _awk,
     "git": lambda command: git_runs(command.path, command.words),
+    "sed": _sed,
+    "gsed": _sed,
+    "sqlite3": _sqlite,
+    **_CODE_OPTIONS,
 }
