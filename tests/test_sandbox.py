@@ -14,7 +14,7 @@ from teamrt.tools.policy import SandboxPolicy
 from teamrt.tools.protect import protected_paths
 from teamrt.tools.sandbox import REFUSAL, SECRET_FILES, Sandbox, bwrap_options, command_env, describe
 
-ONE_ARGUMENT = {"--tmpfs", "--remount-ro", "--dev", "--proc", "--chdir", "--cap-drop"}
+ONE_ARGUMENT = {"--tmpfs", "--remount-ro", "--dev", "--proc", "--chdir", "--cap-drop", "--size", "--seccomp"}
 TWO_ARGUMENTS = {"--bind", "--ro-bind", "--ro-bind-try"}
 HOST_KEYS = tuple(glob.glob("/etc/ssh/ssh_host_*_key"))
 
@@ -155,7 +155,9 @@ def test_without_bwrap_commands_are_refused_unless_opted_in_and_keep_env_and_lim
     assert "ulimit -H -S -d 2048 -f 3072" in command.argv[2]
     assert not command.contained and command.max_processes == 256
     confined = Sandbox("/usr/bin/bwrap").command("echo hi", lead)
-    assert confined.argv[0] == "/usr/bin/bwrap" and confined.contained
+    loader = confined.argv.index("/usr/bin/bwrap")  # a shell opens the seccomp filter for bwrap first
+    assert confined.argv[:2] == ["/bin/sh", "-c"] and loader == 4 and confined.contained
+    assert confined.argv[confined.argv.index("--seccomp") + 1] == "3"
     assert confined.argv[confined.argv.index("--") + 1 :] == plain.command("echo hi", lead).argv
 
 

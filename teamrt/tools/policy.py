@@ -23,7 +23,10 @@ class SandboxPolicy:
     max_processes: int = 256
     """Processes one command may have at once (bubblewrap's own two among them); over it, all are killed."""
     max_memory_mb: int = 4096
-    """Memory of each process of a command (``RLIMIT_DATA``: heap and private mappings), in MiB."""
+    """Memory of one command, in MiB: all its processes together, their shared memory and what they keep in
+    its in-memory places (``/tmp`` holds at most half of it, ``/dev/shm`` a quarter). Held by the command's
+    cgroup where teamrt may make one, else by the tool's own total (``teamrt.tools.pidlimit``); each
+    process is also held to it by ``RLIMIT_DATA`` (heap and private mappings)."""
     max_file_mb: int = 1024
     """Largest file a command may write (``RLIMIT_FSIZE``), in MiB."""
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from . import beneath
+from . import beneath, seccomp
 from .base import ToolError
 from .confine import Confinement, shown
 from .sandbox import default_sandbox
@@ -122,7 +122,8 @@ class Scope:
         options += ["--ro-bind", rg, rg, "--ro-bind", str(self.root), str(self.root)]
         if self.home is not None and os.path.isdir(self.home):  # bwrap cannot make it in a read-only root
             options += ["--tmpfs", str(self.home)]
-        return [bwrap, *options, "--chdir", str(self.directory), "--", rg, *argv[1:]]
+        options += seccomp.options()  # the same filter as commands (teamrt.tools.seccomp)
+        return seccomp.load([bwrap, *options, "--chdir", str(self.directory), "--", rg, *argv[1:]])
 
 
 def _literal(path: str) -> str:

@@ -26,10 +26,19 @@ every ``open()``, so bubblewrap sets up a world for each command:
   its own: when the shell ends, or its group is killed, the kernel ends
   everything it started, even a process that left the group with ``setsid``.
   ``--die-with-parent`` does the same if teamrt itself dies;
+- a seccomp filter (``teamrt.tools.seccomp``): no kernel keyring, no ``bpf``,
+  ``io_uring``, ``userfaultfd``, mounts, namespaces or terminal input
+  injection, at least what Docker's default profile refuses;
+- in-memory places of a fixed size: ``/tmp`` holds at most half of
+  ``max_memory_mb``, ``/dev/shm`` a quarter, and the hidden homes and ``/run``
+  share the last quarter (``sizes``); the rest of ``/dev`` is read-only. A full
+  one fails a write with ``ENOSPC``;
 - hard limits on memory (``RLIMIT_DATA``) and file size (``RLIMIT_FSIZE``)
-  that a process without capabilities cannot raise; the number of processes
-  is watched by the tool (``teamrt.tools.bash``), as ``RLIMIT_NPROC`` does not
-  hold for root.
+  that a process without capabilities cannot raise; the memory of the command
+  as a whole, and its number of processes, are held by a cgroup of its own
+  where teamrt may make one (``teamrt.tools.pidlimit``) and watched by the tool
+  (``teamrt.tools.bash``) elsewhere, as ``RLIMIT_NPROC`` does not hold for
+  root and ``RLIMIT_DATA`` counts one process.
 
 ``--new-session`` is left out on purpose: ``bash`` already starts the sandbox in
 a session of its own with no controlling terminal (what ``--new-session``
@@ -48,11 +57,13 @@ import functools
 import glob
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from . import seccomp
 from .base import ToolContext
 from .policy import SandboxPolicy
 
@@ -75,8 +86,12 @@ TOOLCHAINS = (
 """Places in the hidden home where people install interpreters and compilers (no credentials among
 them: ``~/.cargo`` itself is not shown, only its ``bin``), shown read-only so that a project's own
 tools, and a virtual environment made from them, still run."""
-SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
-"""Replaced by an empty file: root inside the sandbox still owns them, capabilities or not."""
+SECRET_FILES = (
+    "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/proc/keys", "/proc/key-users",
+)  # fmt: skip
+"""Replaced by an empty file: root inside the sandbox still owns them, capabilities or not (``/proc/keys``
+names the keys of every keyring the user can see, as Docker hides it too)."""
+MiB = 1 << 20
 DAEMON_DIRS = ("/run", "/var/run")
 OPT_IN = (
     "install bubblewrap (the bubblewrap package), or let commands run unconfined with"
@@ -94,13 +109,20 @@ class Command:
     max_processes: int
     contained: bool
     """In a PID namespace of its own: every process it starts stays in its process tree."""
+    max_memory_mb: int | None = None
+    """Memory of all its processes together, and its in-memory places, in MiB (None: per process only)."""
+    in_memory: tuple[str, ...] = ()
+    """Its in-memory places (``/tmp``, ``/dev/shm``, ...), as paths inside the sandbox, counted in
+    ``max_memory_mb`` where no cgroup counts them."""
 
 
 class Sandbox:
     """Turns a command into what runs it: inside bwrap, or plain when ``bwrap`` is None."""
 
-    def __init__(self, bwrap: str | None) -> None:
-        self.bwrap = bwrap
+    def __init__(self, bwrap: str | None, unusable: str | None = None) -> None:
+        """``unusable``: why bwrap, though installed, cannot confine a command here (then it is not used)."""
+        self.bwrap = bwrap if unusable is None else None
+        self.unusable = unusable
 
     @property
     def confined(self) -> bool:
@@ -108,13 +130,20 @@ class Sandbox:
 
     def refusal(self, policy: SandboxPolicy) -> str | None:
         """Why an agent's command may not run (no bwrap, and the run did not opt in), or None."""
-        return None if self.confined or policy.unconfined else REFUSAL
+        if self.confined or policy.unconfined:
+            return None
+        return REFUSAL if self.unusable is None else f"{self.unusable}; to run them, {OPT_IN}"
 
     def command(self, command: str, ctx: ToolContext) -> Command:
         """``command`` as ``/bin/bash -c`` in ``ctx``'s sandbox (callers check ``refusal`` first)."""
         shell = _limited(command, ctx.policy)
-        argv = shell if self.bwrap is None else [self.bwrap, *bwrap_options(ctx), "--", *shell]
-        return Command(argv, command_env(ctx.policy, ctx.env), ctx.policy.max_processes, self.confined)
+        env = command_env(ctx.policy, ctx.env)
+        limit = ctx.policy.max_memory_mb
+        if self.bwrap is None:
+            return Command(shell, env, ctx.policy.max_processes, False, limit)
+        argv = seccomp.load([self.bwrap, *bwrap_options(ctx), "--", *shell])
+        places = ("/dev/shm", *_hidden(ctx))
+        return Command(argv, env, ctx.policy.max_processes, True, limit, places)
 
 
 def command_env(policy: SandboxPolicy, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -164,9 +193,11 @@ def bwrap_options(ctx: ToolContext) -> list[str]:
     mounts += [(_READ_IF_THERE, path) for path in _shown(ctx)]
     mounts += [(_PROTECT, path) for path in _protected(ctx, ws, writable)]
     mounts += [(_WRITE, path) for path in writable]
+    room = sizes(ctx.policy, [path for kind, path in mounts if kind == _HIDE])
     options = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]
+    options += [*_sized(room, SHM), "--remount-ro", "/dev"]
     for kind, path in sorted(dict.fromkeys(mounts), key=lambda m: (len(PurePath(m[1]).parts), m[0])):
-        options += ["--tmpfs", path] if kind == _HIDE else [_BIND[kind], path, path]
+        options += _sized(room, path) if kind == _HIDE else [_BIND[kind], path, path]
     for secret in (*SECRET_FILES, *glob.glob("/etc/ssh/ssh_host_*_key")):
         if os.path.isfile(secret):
             options += ["--ro-bind", "/dev/null", secret]
@@ -176,7 +207,44 @@ def bwrap_options(ctx: ToolContext) -> list[str]:
     if not ctx.policy.network:
         options.append("--unshare-net")
     options += ["--unshare-ipc", "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+    options += seccomp.options()
     return [*options, "--chdir", ws]
+
+
+SHM = "/dev/shm"
+TMP = "/tmp"
+
+
+def sizes(policy: SandboxPolicy, hidden: list[str]) -> dict[str, int]:
+    """The size in bytes of each in-memory place of a command: ``/tmp`` half of ``max_memory_mb``,
+    ``/dev/shm`` a quarter, and the other ``hidden`` places (homes, ``/run``) the last quarter between
+    them (at least 1 MiB each). Together they fit in the command's memory limit, which counts what they
+    hold where a cgroup holds it (``teamrt.tools.pidlimit``) or the tool totals it (``teamrt.tools.bash``)."""
+    total = policy.max_memory_mb * MiB
+    others = [p for p in hidden if p != TMP]
+    room = {TMP: total // 2, SHM: total // 4}
+    room.update({p: max(MiB, total // 4 // len(others)) for p in others})
+    return room
+
+
+def _sized(room: dict[str, int], path: str) -> list[str]:
+    """``--tmpfs path``, of the size ``room`` gives it where this bwrap can size one."""
+    return [*(("--size", str(room[path])) if sizable() else ()), "--tmpfs", path]
+
+
+@functools.cache
+def sizable() -> bool:
+    """Whether the installed bwrap sizes a tmpfs (``--size``, bubblewrap 0.6 and later). Without it the
+    places are as large as the kernel's default (half the machine's memory) and only the command's
+    memory cgroup, or the tool's total, counts them."""
+    bwrap = default_sandbox().bwrap
+    if bwrap is None:
+        return False
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in shown.stdout + shown.stderr
 
 
 def _hidden(ctx: ToolContext) -> list[str]:
@@ -235,4 +303,8 @@ def default_sandbox() -> Sandbox:
     workspace is never taken for the real one through a relative entry.
     """
     path = os.pathsep.join(p for p in os.get_exec_path() if os.path.isabs(p))
-    return Sandbox(shutil.which("bwrap", path=path))
+    bwrap = shutil.which("bwrap", path=path)
+    unfiltered = seccomp.available() if bwrap is not None else None
+    if unfiltered is not None:
+        return Sandbox(bwrap, f"no seccomp filter can be made for commands ({unfiltered})")
+    return Sandbox(bwrap)
