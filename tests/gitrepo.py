@@ -87,6 +87,7 @@ def run_worktree_team(
         worktrees = Worktrees(
             repo=repo, store=store, run_dir=run_dir, run_id=run, base=base, project=project,
             integration=integration, gates=team.gates, gate_timeout=team.gate_timeout, policy=team.sandbox,
+            team_file=team.path,
         )  # fmt: skip
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),

@@ -32,7 +32,6 @@ from teamrt.runtime.teamrun import BranchTaken, run_team
 from teamrt.store import StoreError, create_store, open_reader
 from teamrt.worktree import GitRepo
 from teamrt.worktree.apply import NOT_RUN, unmerged_work
-from teamrt.worktree.failures import failing_tests
 from teamrt.worktree.git import admin_dir, driver_overrides
 
 # The interpreter itself, not a virtual environment's link to it: gates run in the sandbox, whose /tmp is
@@ -662,18 +661,6 @@ def test_a_gate_red_before_the_merge_accepts_fixes_and_refuses_new_failures(
     assert "test_add" not in verdict.message["body"].split("failing now")[1]
     assert "every failing test failed before this merge too; fixed by it: test_add" in (merge.output or "")
     assert git(project, "show", "teamrt/r1:app.py") == app.replace("a - b", "a + b").rstrip("\n")
-
-
-def test_failing_tests_are_read_from_unittest_and_pytest_output() -> None:
-    unittest_out = "FAIL: test_a (tests.test_x.T.test_a)\n"
-    unittest_out += "ERROR: tests.test_y (unittest.loader._FailedTest.tests.test_y)\n"
-    pytest_out = "FAILED tests/test_x.py::test_b - AssertionError: 1 != 2\nERROR tests/test_z.py\n"
-    assert failing_tests(unittest_out) == {
-        "test_a (tests.test_x.T.test_a)",
-        "tests.test_y (unittest.loader._FailedTest.tests.test_y)",
-    }
-    assert failing_tests(pytest_out) == {"tests/test_x.py::test_b", "tests/test_z.py"}
-    assert failing_tests("Ran 3 tests\n\nOK\n") == frozenset()
 
 
 # -- the repository's own drivers ---------------------------------------------------------

@@ -10,6 +10,13 @@ merge drivers may be an agent's work, so none of them run and the commit is
 not signed. The line ``apply`` returns says so: the checks a hook would have
 made are the user's to run.
 
+Before it acts, ``apply`` lists what in the run's commits grants power
+(``branchcheck``: protected paths changed in what lands or in any commit,
+symlinks leaving the tree, skip-worktree or assume-unchanged entries in the
+run's worktrees left behind), a line per path, and refuses unless the user
+named every such path with ``--allow-protected``; then it shows those paths'
+changes (sanitized: they are an agent's) before applying.
+
 ``gc`` never throws work away unasked: an agent's worktree or branch holding
 commits that reached neither the integration branch nor the user's HEAD, or
 uncommitted changes, is kept (and said so) unless ``--force``. It looks into a
@@ -20,11 +27,13 @@ teamrt's safe git, never by what the agent wrote.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..store import AgentRecord, RunRecord
+from ..terminal import clean
+from .branchcheck import Finding, check_range, index_flags
 from .git import GitError, GitRepo, status_paths
 
 NOT_RUN = "(git hooks and repository-defined filters/drivers were not run; run your checks yourself)"
@@ -44,10 +53,17 @@ class Plan:
     head: str
     how: str
     """``up-to-date``, ``fast-forward`` or ``merge``."""
+    findings: tuple[Finding, ...] = ()
+    """What in the run's commits grants power or hides a change, a Finding per path."""
+
+    def blocked(self, allowed: Collection[str]) -> list[Finding]:
+        """The findings the user did not allow (by path, with ``--allow-protected``)."""
+        return [f for f in self.findings if f.path not in allowed]
 
 
-def plan_apply(run: RunRecord) -> Plan:
-    """What ``apply`` would do for ``run`` (a run that is not live); raises ApplyError."""
+def plan_apply(run: RunRecord, run_dir: Path | None = None) -> Plan:
+    """What ``apply`` would do for ``run`` (a run that is not live; its worktrees in ``run_dir``
+    are checked for hidden index entries); raises ApplyError."""
     integration = run.settings.get("integration_branch")
     repo = GitRepo.find(Path(run.workdir))
     if not integration or not run.base_head:
@@ -75,7 +91,69 @@ def plan_apply(run: RunRecord) -> Plan:
         how = "fast-forward"
     else:
         how = "merge"
-    return Plan(run.id, repo, integration, tip, branch, head, how)
+    findings = _findings(repo, run, head, tip, run_dir) if how != "up-to-date" else []
+    return Plan(run.id, repo, integration, tip, branch, head, how, tuple(findings))
+
+
+def _findings(repo: GitRepo, run: RunRecord, head: str, tip: str, run_dir: Path | None) -> list[Finding]:
+    """``branchcheck`` on the commits ``tip`` brings onto ``head``, and the index of each of the run's
+    worktrees still there."""
+    from .worktrees import git_env_of, in_tree  # the sandbox's modules: only when there is work to check
+
+    team = run.settings.get("team")
+    team_path = team.get("path") if isinstance(team, dict) else None
+    team_file = in_tree(repo, Path(team_path)) if isinstance(team_path, str) else None
+    found = check_range(repo, head, tip, team_file=team_file)
+    for path in sorted((run_dir / "worktrees").glob("*")) if run_dir is not None else []:
+        env = git_env_of(repo, path)
+        if env is not None:
+            flagged = index_flags(repo, {k: v for k, v in env.items() if k != "GIT_WORK_TREE"})
+            found += [Finding(f.path, f"{f.reason} (worktree {path.name})") for f in flagged]
+    return found
+
+
+def listing(plan: Plan) -> list[str]:
+    """What ``apply`` says before it acts: each protected path, out-of-tree symlink and hidden index
+    entry in the run's commits, a line each (sanitized); nothing when there is none."""
+    if not plan.findings:
+        return []
+    head = (
+        f"run {plan.run}'s commits change what grants power or hide a change ({len(plan.findings)}"
+        " path(s)); read them before you take them:"
+    )
+    return [head, *(f"  {f.line()}" for f in plan.findings)]
+
+
+def check_allowed(plan: Plan, allowed: Collection[str]) -> None:
+    """Refuse (ApplyError, nothing changed) unless every finding's path is in ``allowed``, and every
+    allowed path is one the plan found."""
+    found = {f.path for f in plan.findings}
+    unknown = sorted(set(allowed) - found)
+    if unknown:
+        raise ApplyError(
+            f"--allow-protected {clean(unknown[0])}: run {plan.run} changes no such protected path;"
+            " nothing was changed"
+        )
+    blocked = plan.blocked(allowed)
+    if blocked:
+        raise ApplyError(
+            f"refusing to apply run {plan.run}: {len(blocked)} path(s) listed above may not land unasked;"
+            " nothing was changed. Read their changes (git log -p "
+            f"{plan.head[:12]}..{plan.integration}) and, for each path you mean to take, run again with"
+            " --allow-protected PATH"
+        )
+
+
+def allowed_changes(plan: Plan, allowed: Collection[str]) -> str:
+    """The changes the run's commits make to the ``allowed`` paths, commit by commit (a merge's own
+    changes included), sanitized; git's diff and text-conversion programs are not run."""
+    if not allowed:
+        return ""
+    out = plan.repo.run(
+        "log", "-p", "--cc", "--no-ext-diff", "--no-textconv", "--no-color", "--format=commit %H%n%s",
+        f"{plan.head}..{plan.tip}", "--", *sorted(allowed), env={"GIT_LITERAL_PATHSPECS": "1"},
+    )  # fmt: skip
+    return clean(out)
 
 
 def apply(plan: Plan) -> str:

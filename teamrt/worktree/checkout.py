@@ -114,7 +114,8 @@ def ship(repo: GitRepo, checkout: Checkout) -> str:
             repo.run("pack-objects", "--revs", "--stdout", "-q", cwd=repo.git_dir,
                      env=checkout.env(repo), stdin=revs, stdout=pack)  # fmt: skip
             pack.seek(0)
-            repo.run("index-pack", "--stdin", cwd=repo.git_dir, stdin=pack)
+            # --strict: git's fsck refuses trees no checkout should see ('.git' spelled any way, '..')
+            repo.run("index-pack", "--strict", "--stdin", cwd=repo.git_dir, stdin=pack)
     repo.set_branch(checkout.branch, sha)
     return sha
 

@@ -1,5 +1,11 @@
 """The gated merge queue: finished worktree branches onto the run's integration branch, one at a time.
 
+Before anything is merged, a branch that would bring what grants power is refused
+(``branchcheck``): a protected path (``.claude``, ``.mcp.json``, memory files,
+``.teamrt``, the run's team file) changed in any of its commits, an entry hidden
+by skip-worktree or assume-unchanged in the agent's index, a symlink leaving the
+tree. The verdict names each path; the agent can fix its branch and finish again.
+
 Each entry is merged (``--no-ff``) in the queue's own detached worktree
 (``runs/<run>/integration``) on top of the integration branch's tip; the
 team's gate commands run there, sandboxed like ``bash``; only when every gate
@@ -7,16 +13,19 @@ passes does the branch move, by a compare-and-swap ``update-ref`` from the tip
 the merge started on. A conflict or a red gate leaves the branch where it was
 and comes back as a verdict with git's or the gate's output.
 
-A gate that fails on the tip already (a team fixing failing tests in
-parallel: no one fix alone turns the suite green) does not block a merge that
-fails no test the tip did not fail: the failing tests are read from the gate's
-output (``failures``), and the tip's are measured once per tip. A gate whose
-output names no failing test must pass outright.
+A gate is judged by its exit status and the test report teamrt asks for, never by
+what it prints (``gates``). A gate with a report that fails on the tip already (a
+team fixing failing tests in parallel: no one fix alone turns the suite green)
+does not block a merge that runs no fewer tests and fails none the tip did not
+fail; the tip's run is made once per tip, and a merge's own run is the next tip's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +36,8 @@ from ..tools.bash import run_in_group
 from ..tools.policy import SandboxPolicy
 from ..tools.protect import protected_paths
 from ..tools.sandbox import Sandbox
-from .failures import failing_tests
+from .branchcheck import check_range, refusal
+from .gates import ReportError, Run, judge, prepare, read_report, runner_of
 from .git import TEAMRT_IDENTITY, GitError, GitRepo
 
 OUTPUT_CHARS = 8_000
@@ -47,6 +57,8 @@ class Verdict:
     """The integration branch's new tip, when merged."""
     files: tuple[str, ...] = ()
     """The conflicting files."""
+    refused: tuple[str, ...] = ()
+    """Why the branch was refused before any merge, a line per path (``branchcheck``), sanitized."""
 
 
 class MergeQueue:
@@ -62,8 +74,10 @@ class MergeQueue:
         gate_timeout: float,
         sandbox: Sandbox,
         policy: SandboxPolicy | None = None,
+        team_file: str | None = None,
     ) -> None:
-        """``policy``: what the run allows its commands, gates included (default: the safe defaults)."""
+        """``policy``: what the run allows its commands, gates included (default: the safe defaults);
+        ``team_file``: the run's team file, relative to the repository's top, when it lies in it."""
         self.repo = repo
         self.store = store
         self.run_dir = run_dir
@@ -74,17 +88,21 @@ class MergeQueue:
         self.sandbox = sandbox
         self.policy = policy or SandboxPolicy()
         self.path = run_dir / "integration"
+        self.team_file = team_file
         self._lock = asyncio.Lock()
-        self._failing_at: dict[tuple[str, str], frozenset[str]] = {}
-        """(tip, gate) -> the tests the gate fails at that tip."""
+        self._runs: dict[tuple[str, str], Run] = {}
+        """(commit, gate) -> the gate's run at that commit."""
 
-    async def land(self, agent: str, branch: str, head: str, title: str) -> Verdict:
-        """Queue ``branch`` at ``head`` and wait for its turn and its verdict (recorded in the store)."""
+    async def land(
+        self, agent: str, branch: str, head: str, title: str, *, index_env: Mapping[str, str] | None = None
+    ) -> Verdict:
+        """Queue ``branch`` at ``head`` and wait for its turn and its verdict (recorded in the store).
+        ``index_env`` points git at the agent's worktree, whose index is checked for hidden entries."""
         await self.store.queue_merge(agent, branch, head)
         async with self._lock:
             await self.store.set_merge_status(agent, "merging")
             try:
-                verdict = await self._try(head, f"Merge {agent}: {title}")
+                verdict = await self._try(head, f"Merge {agent}: {title}", index_env)
             except GitError as e:  # teamrt's own git step failed: the agent hears it like a red gate
                 verdict = Verdict("red", f"teamrt could not merge: {e}")
             except GatesRefused as e:
@@ -105,59 +123,74 @@ class MergeQueue:
             tip = self.base
         return tip
 
-    async def _try(self, head: str, message: str) -> Verdict:
+    async def _try(self, head: str, message: str, index_env: Mapping[str, str] | None) -> Verdict:
         tip = await asyncio.to_thread(self._prepare)
         if await asyncio.to_thread(self.repo.is_ancestor, head, tip):
             return Verdict("merged", "already on the integration branch", tip)
+        findings = await asyncio.to_thread(
+            check_range, self.repo, tip, head, team_file=self.team_file, index_env=index_env
+        )
+        if findings:
+            return Verdict("red", refusal(findings), refused=tuple(f.line() for f in findings))
         merged, output = await asyncio.to_thread(self._merge, head, message)
         if not merged:
             files = await asyncio.to_thread(self._abort)
             return Verdict("conflict", _tail(output), files=tuple(files))
         new = await asyncio.to_thread(self.repo.run, "rev-parse", "HEAD", cwd=self.path)
         faults.point("merge.merged", new)
-        reports = []
+        reports, runs = [], {}
         for gate in self.gates:
-            code, out, killed = await self._gate(gate)
-            reports.append(f"$ {gate}\n{out.rstrip()}")
-            if code == 0:
-                continue
-            why = killed if code is None else f"exit code {code}"
-            failing = failing_tests(out) if code is not None else frozenset()
-            before = await self._failing_on(tip, gate, new) if failing else frozenset()
-            if not failing or not failing <= before:
-                broken = sorted(failing - before)
-                note = f"; failing now but not before the merge: {', '.join(broken)}" if before else ""
-                return Verdict("red", _tail(f"{reports[-1]}\n[{why}{note}]"))
-            fixed = sorted(before - failing)
-            reports[-1] += (
-                f"\n[{why}, but every failing test failed before this merge too;"
-                f" fixed by it: {', '.join(fixed) or 'none'}]"
-            )
+            runs[gate] = now = await self._gate(gate)
+            reports.append(f"$ {gate}\n{now.output.rstrip()}")
+            at_tip = await self._run_on(tip, gate, new) if now.report is not None else None
+            judgement = judge(now, at_tip)
+            if judgement.note:
+                reports[-1] += f"\n{judgement.note}"
+            if not judgement.passed:
+                return Verdict("red", _tail(reports[-1]))
         faults.point("merge.before_ref", new)
         await asyncio.to_thread(self.repo.set_branch, self.branch, new, tip)
         faults.point("merge.after_ref", new)
+        self._runs.update({(new, gate): run for gate, run in runs.items()})  # the next merge's tip
         return Verdict("merged", _tail("\n".join(reports)), new)
 
-    async def _gate(self, gate: str) -> tuple[int | None, str, str]:
-        """Run ``gate`` in the queue's worktree, sandboxed like ``bash``: (exit code or None when killed,
-        output, why it was killed). Raises ``GatesRefused`` when it may not run (no bwrap, no opt-in)."""
+    async def _gate(self, gate: str) -> Run:
+        """Run ``gate`` in the queue's worktree, sandboxed like ``bash``, writing its test report to a
+        directory of its own outside the workspace (``gates``). Raises ``GatesRefused`` when it may not
+        run (no bwrap, no opt-in). The directory is made in teamrt's temporary directory (the sandbox's
+        ``/tmp`` is its own, so no other command sees it) and removed once the report is read."""
         refusal = self.sandbox.refusal(self.policy)
         if refusal is not None:
             raise GatesRefused(refusal)
-        protected = protected_paths((self.path,), home=self.run_dir.parent.parent, git_dir=self.repo.git_dir)
-        ctx = ToolContext(self.path, self.run_dir, protected=protected, policy=self.policy)
-        done = await run_in_group(self.sandbox.command(gate, ctx), self.path, self.gate_timeout)
-        return done.code, done.output, done.killed
+        report_dir = Path(tempfile.mkdtemp(prefix="teamrt-gate-"))  # not in the run's directory: hidden
+        try:
+            command, env = await asyncio.to_thread(prepare, gate, report_dir)
+            protected = protected_paths(
+                (self.path,), home=self.run_dir.parent.parent, git_dir=self.repo.git_dir
+            )
+            ctx = ToolContext(
+                self.path, self.run_dir, env=env, writable=(report_dir,), protected=protected,
+                policy=self.policy,
+            )  # fmt: skip
+            done = await run_in_group(self.sandbox.command(command, ctx), self.path, self.gate_timeout)
+            report, error = None, None
+            if done.code is not None:
+                try:
+                    report = await asyncio.to_thread(read_report, report_dir)
+                except ReportError as e:
+                    error = str(e)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, report_dir, True)
+        return Run(done.code, done.output, done.killed, report, error, runner_of(gate))
 
-    async def _failing_on(self, tip: str, gate: str, merged: str) -> frozenset[str]:
-        """The tests ``gate`` fails at ``tip`` (run there once, then remembered); the queue's
-        worktree is back at ``merged`` afterwards."""
-        if (tip, gate) not in self._failing_at:
+    async def _run_on(self, tip: str, gate: str, merged: str) -> Run:
+        """``gate``'s run at ``tip`` (made there once, then remembered; a merge's own run is remembered
+        for the tip it makes); the queue's worktree is back at ``merged`` afterwards."""
+        if (tip, gate) not in self._runs:
             await asyncio.to_thread(self._checkout, tip)
-            code, out, _ = await self._gate(gate)
-            self._failing_at[tip, gate] = failing_tests(out) if code not in (0, None) else frozenset()
+            self._runs[tip, gate] = await self._gate(gate)
             await asyncio.to_thread(self._checkout, merged)
-        return self._failing_at[tip, gate]
+        return self._runs[tip, gate]
 
     def _checkout(self, commit: str) -> None:
         self.repo.run("checkout", "--quiet", "--force", "--detach", commit, cwd=self.path)

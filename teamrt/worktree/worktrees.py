@@ -53,8 +53,10 @@ class Worktrees:
         gates: tuple[str, ...],
         gate_timeout: float,
         policy: SandboxPolicy | None = None,
+        team_file: Path | None = None,
     ) -> None:
-        """``policy``: what the run allows its commands, the gates' included (default: the safe defaults)."""
+        """``policy``: what the run allows its commands, the gates' included (default: the safe defaults);
+        ``team_file``: the run's team file, which no branch may change when it lies in the repository."""
         self.repo = repo
         self.run_dir = run_dir
         self.run_id = run_id
@@ -66,6 +68,7 @@ class Worktrees:
         self.queue = MergeQueue(
             repo=repo, store=store, run_dir=run_dir, branch=integration, base=base, gates=gates,
             gate_timeout=gate_timeout, sandbox=self.sandbox, policy=policy,
+            team_file=in_tree(repo, team_file),
         )  # fmt: skip
         self.overlaps = Overlaps()
         self.checkouts: dict[str, Checkout] = {}
@@ -146,7 +149,8 @@ class Worktrees:
         head = await self._commit(checkout, title)
         if head == checkout.base:
             return Landing("empty", "no changes to merge")
-        verdict = await self.queue.land(agent, checkout.branch, head, title)
+        index = {"GIT_DIR": str(checkout.admin), "GIT_COMMON_DIR": str(self.repo.git_dir)}
+        verdict = await self.queue.land(agent, checkout.branch, head, title, index_env=index)
         if verdict.status == "merged":
             assert verdict.commit is not None
             return Landing("merged", f"merged onto {self.integration} at {verdict.commit[:12]}")
@@ -154,6 +158,12 @@ class Worktrees:
             "Finish again when it is fixed; teamrt commits and queues it"
             f" (attempt {attempt} of {MAX_ATTEMPTS})."
         )
+        if verdict.refused:
+            return Landing(
+                "red",
+                f"Your branch {checkout.branch} was not merged onto {self.integration}. {again}"
+                f"\n\n{verdict.output}",
+            )
         if verdict.status == "red":
             return Landing(
                 "red",
@@ -198,6 +208,17 @@ class Worktrees:
         await co.commit_all(self.repo, checkout, f"{checkout.agent}: {title}", self.sandbox, self.run_dir)
         async with self._git:
             return await asyncio.to_thread(co.ship, self.repo, checkout)
+
+
+def in_tree(repo: GitRepo, path: Path | None) -> str | None:
+    """``path`` (a team file) relative to the repository's top, as git names it; None when it is not a
+    file in the repository's working tree (a team of ``--agent`` names the project itself)."""
+    if path is None or path.is_dir():
+        return None
+    try:
+        return path.resolve().relative_to(repo.root).as_posix()
+    except ValueError:
+        return None
 
 
 def git_env_of(repo: GitRepo, workspace: Path) -> dict[str, str] | None:
