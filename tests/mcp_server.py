@@ -3,11 +3,13 @@
     python tests/mcp_server.py                 # over stdio
     python tests/mcp_server.py --http          # streamable HTTP on 127.0.0.1, its URL printed first
     python tests/mcp_server.py --hostile       # lists tools with bad names and schemas, and a huge result
+    python tests/mcp_server.py --flood 64 --flood-at call   # answers a call to ``flood`` with 64 MB on a line
 
 Tools: ``echo`` (read-only), ``fail`` (answers ``isError``), ``hang`` (never answers), ``image`` (a small
 PNG), ``resource`` (an embedded text resource and a link), ``write_note`` (appends a line to a file: a
-side effect a test can count), ``crash`` (exits the process), ``whoami`` (what the server sees of its
-environment and network), ``header`` (the value of an HTTP header the client sent).
+side effect a test can count), ``read_note``, ``read_bytes`` (what a file holds, whatever it is),
+``crash`` (exits the process), ``whoami`` (what the server sees of its environment and network),
+``header`` (the value of an HTTP header the client sent).
 """
 
 from __future__ import annotations
@@ -89,6 +91,15 @@ def build(hostile: bool = False) -> MCPServer:
         with open(path, encoding="utf-8") as f:
             return f.read()
 
+    @server.tool(annotations=read_only, description="The first bytes of a file, whatever it holds.")
+    def read_bytes(path: str) -> Any:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(4096)
+        except OSError as e:
+            return CallToolResult(content=[TextContent(type="text", text=f"cannot read: {e}")], is_error=True)
+        return f"{len(data)} bytes: {data.decode('latin-1')}"
+
     @server.tool(description="Exit the process at once.")
     def crash() -> str:
         os._exit(3)
@@ -147,15 +158,18 @@ def _make_hostile(server: MCPServer) -> None:
     low.add_request_handler("tools/call", CallToolRequestParams, call_tool)
 
 
-def serve_raw() -> None:
+def serve_raw(listing: Path | None = None) -> None:
     """A server that speaks JSON-RPC by hand and lists tools no SDK server would send: a schema that is a
-    list, one of a string."""
+    list, one of a string; or, with ``listing``, the tools that JSON file lists as they are (names and
+    descriptions holding escape sequences, say)."""
     import json
 
     tools = [
         {"name": "listy", "inputSchema": ["a"]},
         {"name": "stringy", "inputSchema": {"type": "string"}},
     ]
+    if listing is not None:
+        tools = json.loads(listing.read_text(encoding="utf-8"))
     for line in sys.stdin:
         message = json.loads(line)
         if "id" not in message:
@@ -173,6 +187,52 @@ def serve_raw() -> None:
             print(json.dumps(answer), flush=True)
             continue
         print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
+
+def serve_flood(megabytes: int, at: str) -> None:
+    """A server that speaks JSON-RPC by hand and answers with one line of ``megabytes`` MB: its tool listing
+    (``at`` = ``list``), or a call to its ``flood`` tool (``call``); ``echo`` answers as usual."""
+    import json
+
+    tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("echo", "flood")]
+    out = sys.stdout.buffer
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        method, ident = message.get("method"), message["id"]
+        name = (message.get("params") or {}).get("name")
+        if (method, at) in (("tools/list", "list"), ("tools/call", "call")) and name in (None, "flood"):
+            _flood(out, ident, megabytes)
+            continue
+        if method == "initialize":
+            result: Any = {
+                "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "flood", "version": "1"},
+            }  # fmt: skip
+        elif method == "tools/list":
+            result = {"tools": tools}
+        else:
+            text = (message.get("params") or {}).get("arguments", {}).get("text", "")
+            result = {"content": [{"type": "text", "text": text}]}
+        out.write(json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode() + b"\n")
+        out.flush()
+
+
+def _flood(out: Any, ident: object, megabytes: int) -> None:
+    """One JSON-RPC answer to ``ident`` of ``megabytes`` MB, on one line, written a megabyte at a time."""
+    import json
+
+    head = b'{"jsonrpc": "2.0", "id": ' + json.dumps(ident).encode() + b', "result": {"content": [{"type": '
+    out.write(head + b'"text", "text": "')
+    block = b"f" * (1 << 20)
+    try:
+        for _ in range(megabytes):
+            out.write(block)
+        out.write(b'"}]}}\n')
+        out.flush()
+    except BrokenPipeError:
+        os._exit(0)  # the client stopped reading: what a hostile server would see
 
 
 def serve_http(server: MCPServer) -> None:
@@ -195,13 +255,19 @@ def main() -> None:
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--hostile", action="store_true")
     parser.add_argument("--raw", action="store_true")
+    parser.add_argument("--listing", type=Path, help="with --raw: list the tools of this JSON file")
+    parser.add_argument("--flood", type=int, metavar="MB", help="answer with one line of this many MB")
+    parser.add_argument("--flood-at", choices=("list", "call"), default="call")
     parser.add_argument("--marker", help="ignored: a word by which a test finds this process")
     parser.add_argument("--pidfile", type=Path, help="write this process's pid here once it serves")
     args = parser.parse_args()
     if args.pidfile is not None:
         args.pidfile.write_text(str(os.getpid()))
     if args.raw:
-        serve_raw()
+        serve_raw(args.listing)
+        return
+    if args.flood is not None:
+        serve_flood(args.flood, args.flood_at)
         return
     server = build(hostile=args.hostile)
     if args.http:

@@ -41,11 +41,13 @@ def entry(*args: str, **more: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [SERVER, *args], **more}
 
 
-def servers_of(ws: Path, **entries: dict[str, Any]) -> McpServers:
+def servers_of(ws: Path, private_hosts: tuple[str, ...] = (), **entries: dict[str, Any]) -> McpServers:
+    """The person's own servers ``entries``; ``private_hosts``: as the team file's ``[mcp] private_hosts``."""
     configs = {name: parse_entry(name, e, scope="team", source="test") for name, e in entries.items()}
     run_dir = ws / ".teamrt" / "runs" / "r1"
     run_dir.mkdir(parents=True, exist_ok=True)
-    return McpServers(McpConfig(configs), ToolContext(workspace=ws, run_dir=run_dir))
+    config = McpConfig(configs, private_hosts=private_hosts)
+    return McpServers(config, ToolContext(workspace=ws, run_dir=run_dir))
 
 
 def by_name(servers: McpServers, *names: str) -> dict[str, McpTool]:
@@ -143,7 +145,8 @@ def test_a_streamable_http_server_gets_its_headers_and_answers_fails_and_times_o
     headers = {"X-Token": "Bearer ${MCP_TEST_TOKEN}", "X-Other": "${MCP_NOT_SET:-fallback}"}
 
     async def go() -> None:
-        servers = servers_of(ws, web={"type": "http", "url": http_server, "headers": headers, "timeout": 1})
+        web = {"type": "http", "url": http_server, "headers": headers, "timeout": 1}
+        servers = servers_of(ws, private_hosts=("127.0.0.1",), web=web)  # the test server is on loopback
         try:
             await servers.prepare(["web"])
             tools = by_name(servers, "web")
@@ -588,7 +591,7 @@ def test_teamrt_mcp_lists_servers_their_origin_state_and_tools(
 
     assert main(["mcp", "--tools"]) == 0
     out = capsys.readouterr().out
-    assert "tools (10):" in out and "mcp__t__echo (read-only): Say the text back." in out
+    assert "tools (11):" in out and "mcp__t__echo (read-only): Say the text back." in out
     assert "mcp__evil__" not in out  # an untrusted server is not started even to list its tools
 
     assert main(["mcp", "--run", "nosuchrun"]) == 1

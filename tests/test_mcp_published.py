@@ -25,6 +25,7 @@ def test_mcp_server_time_from_mcp_json_answers_a_team_run_on_sim(tmp_path: Path)
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"time": entry}}))
     (project / "team.toml").write_text(
         '[team]\nname = "t"\nmodel = "sim"\n[permissions]\nallow = ["mcp__time"]\n'
+        '[mcp]\nenv = ["MCP_TZ"]\n'  # the person lets the repository's entries read this variable
     )
     claude_home().mkdir(parents=True)  # the person enables the repository's server in their own settings
     (claude_home() / "settings.json").write_text(json.dumps({"enabledMcpjsonServers": ["time"]}))

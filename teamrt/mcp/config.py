@@ -21,8 +21,13 @@ An entry is ``{"command", "args", "env"}`` (``type: "stdio"``, the default) or
 ``{"type": "http", "url", "headers"}``; ``timeout`` (seconds per call) is
 teamrt's own. ``${VAR}`` and ``${VAR:-default}`` are expanded from teamrt's
 environment in the command, args, env, url and headers; teamrt's own
-credentials (``ANTHROPIC_*``, ``TEAMRT_DB``) are never expanded. An entry that
-cannot be used is left out with one line naming its file and its name.
+credentials (``ANTHROPIC_*``, ``TEAMRT_DB``) are never expanded. A
+repository's entry (``.mcp.json``, a repository agent file's inline servers)
+is someone else's text, trusted or not: it may expand only the variables the
+person's team file lists in ``[mcp] env``; naming any other leaves it out, so
+a planted ``${AWS_SECRET_ACCESS_KEY}`` in a URL or a header never leaves the
+machine. An entry that cannot be used is left out with one line naming its
+file and its name.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..claudecode.paths import CONFIG_DIR_ENV, claude_home
-from ..claudecode.reading import read_head
+from ..claudecode.reading import loads_json, read_head
 from ..tools.sandbox import NEVER_PASSED
 
 MCP_JSON = ".mcp.json"
@@ -75,6 +80,9 @@ class ServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
     """Seconds one tool call may take."""
+    repository: bool = False
+    """Whether the repository wrote it (``.mcp.json``, a repository agent file): its sandbox shows it
+    nothing outside what every command sees (``teamrt.mcp.transport.program_files``)."""
 
     @property
     def where(self) -> str:
@@ -102,6 +110,9 @@ class McpConfig:
     """Servers configured that do not start (a repository's, not trusted or enabled), by name."""
     problems: tuple[str, ...] = ()
     """One line each: an entry left out, and why."""
+    private_hosts: tuple[str, ...] = ()
+    """Hosts (``name`` or ``name:port``) on loopback or private addresses HTTP servers may be at: the team
+    file's ``[mcp] private_hosts`` and ``[web] private_hosts``; every other such address is refused."""
 
     def for_agent(self, agent: str) -> dict[str, ServerConfig]:
         """The servers an agent may use: the run's, then its own inline ones."""
@@ -135,7 +146,20 @@ def user_config_path() -> Path:
 
 def mcp_config(project: Path, team: Any, definitions: Mapping[str, Any]) -> McpConfig:
     """The servers of a run of ``team`` (a ``TeamFile``) in ``project`` with these agent definitions."""
-    return load_mcp_config(project, team.mcp_servers, definitions.values(), team_source=str(team.path))
+    allowed_env, private_hosts = mcp_allowed(team)
+    return load_mcp_config(
+        project, team.mcp_servers, definitions.values(), team_source=str(team.path),
+        allowed_env=allowed_env, private_hosts=private_hosts,
+    )  # fmt: skip
+
+
+def mcp_allowed(team: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What ``team`` (a ``TeamFile``, or None) lets MCP entries use: the variables a repository's entries
+    may expand (``[mcp] env``), and the private hosts HTTP servers may be at (``[mcp] private_hosts``, and
+    ``[web] private_hosts``, which agents may fetch from already)."""
+    web = getattr(team, "web", None)
+    hosts = (*getattr(team, "mcp_private_hosts", ()), *getattr(web, "private_hosts", ()))
+    return tuple(getattr(team, "mcp_env", ())), hosts
 
 
 def mcp_notices(config: McpConfig) -> list[str]:
@@ -155,10 +179,14 @@ def load_mcp_config(
     *,
     team_source: str = "team file",
     trusted: bool | None = None,
+    allowed_env: Iterable[str] = (),
+    private_hosts: tuple[str, ...] = (),
 ) -> McpConfig:
     """The servers of a run of ``project``. ``agents``: the run's agent definitions (their
     ``mcp_servers``); ``trusted``: whether the person trusts the project's MCP servers as they are now
-    (None: look it up, ``teamrt.claudecode.trust``)."""
+    (None: look it up, ``teamrt.claudecode.trust``); ``allowed_env``: the variables a repository's entries
+    may expand (``[mcp] env``); ``private_hosts``: see ``McpConfig.private_hosts``."""
+    allowed = frozenset(allowed_env)
     problems: list[str] = []
     user = _read_json(user_config_path(), MAX_CONFIG_BYTES, problems)
     local_entry = _project_entry(user, project)
@@ -176,7 +204,7 @@ def load_mcp_config(
     ]
     for scope, source, entries in places:
         for name, entry in entries.items():
-            config = _entry(name, entry, scope, source, problems)
+            config = _entry(name, entry, scope, source, problems, allowed if scope == PROJECT else None)
             if config is None or name in found or name in blocked:
                 continue
             refusal = _refusal(config, trusted, enablement) if scope == PROJECT else None
@@ -184,8 +212,8 @@ def load_mcp_config(
                 found[name] = config
             else:
                 blocked[name] = Blocked(config, refusal)
-    agent_servers = _agent_servers(agents, found, trusted, blocked, problems)
-    return McpConfig(found, agent_servers, blocked, tuple(problems))
+    agent_servers = _agent_servers(agents, found, trusted, blocked, problems, allowed)
+    return McpConfig(found, agent_servers, blocked, tuple(problems), tuple(private_hosts))
 
 
 def repository_servers(project: Path, agents: Iterable[Any], problems: list[str]) -> dict[str, Any]:
@@ -235,16 +263,28 @@ def project_enablement(project: Path, local_entry: Mapping[str, Any] | None = No
 # -- entries -------------------------------------------------------------------------------------------
 
 
-def _entry(name: str, entry: Any, scope: str, source: str, problems: list[str]) -> ServerConfig | None:
+def _entry(
+    name: str, entry: Any, scope: str, source: str, problems: list[str], allowed: frozenset[str] | None
+) -> ServerConfig | None:
+    """``parse_entry``, or None with a problem line; ``allowed``: see ``parse_entry``."""
     try:
-        return parse_entry(name, entry, scope=scope, source=source)
+        return parse_entry(name, entry, scope=scope, source=source, allowed=allowed)
     except EntryError as e:
         problems.append(f"{source}: MCP server {name!r}: {e}; left out")
         return None
 
 
-def parse_entry(name: str, entry: Any, *, scope: str, source: str) -> ServerConfig:
-    """One server entry, checked and expanded; raises ``EntryError``."""
+def parse_entry(
+    name: str, entry: Any, *, scope: str, source: str, allowed: frozenset[str] | None = None
+) -> ServerConfig:
+    """One server entry, checked and expanded; raises ``EntryError``. ``allowed``: None for the person's own
+    entry (any variable but teamrt's credentials expands), else the repository's entry, which may expand
+    only these variables."""
+    repository = allowed is not None
+
+    def expand(text: str, key: str) -> str:
+        return _expand(text, key, allowed)
+
     if not SERVER_NAME.fullmatch(name) or "__" in name:
         raise EntryError(
             "a server's name must be 1-64 letters, digits, '-' or '_', without '__' (its tools are named"
@@ -259,22 +299,26 @@ def parse_entry(name: str, entry: Any, *, scope: str, source: str) -> ServerConf
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 86_400:
         raise EntryError("timeout must be a number of seconds, above 0 and at most 86400")
     if kind == "http":
-        url = _expand(_text(entry.get("url"), "url"), "url")
+        url = expand(_text(entry.get("url"), "url"), "url")
         if not url.startswith(("http://", "https://")):
             raise EntryError(f"url must start with http:// or https://, not {url[:60]!r}")
         written = _strings(entry.get("headers"), "headers")
-        headers = {k: _expand(v, f"headers.{k}") for k, v in written.items()}
-        return ServerConfig(name, scope, source, kind, url=url, headers=headers, timeout=float(timeout))
-    command = _expand(_text(entry.get("command"), "command"), "command")
+        headers = {k: expand(v, f"headers.{k}") for k, v in written.items()}
+        return ServerConfig(
+            name, scope, source, kind, url=url, headers=headers, timeout=float(timeout), repository=repository
+        )
+    command = expand(_text(entry.get("command"), "command"), "command")
     args = entry.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise EntryError("args must be a list of strings")
-    env = {k: _expand(v, f"env.{k}") for k, v in _strings(entry.get("env"), "env").items()}
+    env = {k: expand(v, f"env.{k}") for k, v in _strings(entry.get("env"), "env").items()}
     for key in env:
         if not key or "=" in key or "\0" in key:
             raise EntryError(f"env name {key!r} is not a variable name")
-    expanded = tuple(_expand(a, "args") for a in args)
-    return ServerConfig(name, scope, source, kind, command, expanded, env, timeout=float(timeout))
+    expanded = tuple(expand(a, "args") for a in args)
+    return ServerConfig(
+        name, scope, source, kind, command, expanded, env, timeout=float(timeout), repository=repository
+    )
 
 
 def _text(value: Any, key: str) -> str:
@@ -291,13 +335,19 @@ def _strings(value: Any, key: str) -> dict[str, str]:
     return value
 
 
-def _expand(text: str, key: str) -> str:
-    """``text`` with ``${VAR}`` and ``${VAR:-default}`` replaced from the environment."""
+def _expand(text: str, key: str, allowed: frozenset[str] | None = None) -> str:
+    """``text`` with ``${VAR}`` and ``${VAR:-default}`` replaced from the environment; ``allowed`` (a
+    repository's entry): the only variables it may name, else any but teamrt's own credentials."""
 
     def value(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if name.startswith(NEVER_PASSED):
             raise EntryError(f"{key}: ${{{name}}} is teamrt's own credential and is never passed to a server")
+        if allowed is not None and name not in allowed:
+            raise EntryError(
+                f"{key}: ${{{name}}} is not expanded in a repository's entry unless your team file's"
+                f" [mcp] env names {name}"
+            )
         found = os.environ.get(name)
         if found is None and default is None:
             raise EntryError(f"{key}: ${{{name}}} is not set (give a default with ${{{name}:-value}})")
@@ -327,8 +377,10 @@ def _agent_servers(
     trusted: bool,
     blocked: dict[str, Blocked],
     problems: list[str],
+    allowed: frozenset[str],
 ) -> dict[str, dict[str, ServerConfig]]:
-    """Each agent file's inline servers, checked; a name it lists that no place configures is said."""
+    """Each agent file's inline servers, checked; a name it lists that no place configures is said. A
+    repository agent file's entries may expand only ``allowed`` variables."""
     by_agent: dict[str, dict[str, ServerConfig]] = {}
     inline_names: dict[str, ServerConfig] = {}
     for definition in sorted(agents, key=lambda d: str(d.name)):
@@ -341,7 +393,7 @@ def _agent_servers(
                     problems.append(f"{source}: mcpServers names {item!r}, which no MCP configuration has")
                 continue
             for name, entry in item.items():
-                config = _entry(name, entry, AGENT, source, problems)
+                config = _entry(name, entry, AGENT, source, problems, allowed if repository else None)
                 if config is None:
                     continue
                 if name in found or name in blocked:
@@ -435,7 +487,7 @@ def _read_json(path: Path, limit: int, problems: list[str], *, within: Path | No
         problems.append(f"{path}: not a regular file of at most {limit >> 20} MiB; not read")
         return {}
     try:
-        data = json.loads(head[0].decode("utf-8-sig"))
+        data = loads_json(head[0].decode("utf-8-sig"))  # a key named twice is refused
     except (UnicodeDecodeError, RecursionError, ValueError) as e:
         problems.append(f"{path}: not valid JSON ({str(e)[:80]}); not read")
         return {}

@@ -13,7 +13,9 @@ with it. A stdio server's pid and start time are journaled as an
 a crash left (``leftover_servers``) just as it kills a tool's processes. A
 server that dies (mid-call or idle) fails the call in flight with a clear
 error and is started again, once, for the next call; after a second death
-its tools fail for the rest of the run. ``close`` stops them all.
+its tools fail for the rest of the run. A server that breaks the transport's
+limits (a message over ``max_message_bytes``) is stopped and not started
+again: a hostile one would only do it again. ``close`` stops them all.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..procs import is_running, kill_group, process_start_time
 from ..tools.base import ToolContext, ToolError, ToolResult
+from ..tools.quarantine import describe
 from ..tools.sandbox import Sandbox, default_sandbox
 from .config import McpConfig, ServerConfig
 from .tools import McpTool, adapt, result_of
-from .transport import Process, transport_for
+from .transport import MAX_MESSAGE_BYTES, Process, transport_for
 
 if TYPE_CHECKING:
     from ..store import EventRecord, Store
@@ -89,12 +92,14 @@ class McpServers:
         store: Store | None = None,
         sandbox: Sandbox | None = None,
         start_timeout: float = START_TIMEOUT,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.config = config
         self._ctx = ctx
         self._store = store
         self._sandbox = sandbox or default_sandbox()
         self._start_timeout = start_timeout
+        self._max_message = max_message_bytes
         self._servers = {name: _Server(c) for name, c in sorted(config.all_servers.items())}
 
     def state(self, name: str) -> tuple[str, str]:
@@ -110,6 +115,7 @@ class McpServers:
         """Start each of ``names`` not started yet and list its tools; one that fails is journaled
         (``mcp.failed``) and offers none. Never raises for a server's failure."""
         await asyncio.gather(*(self._first_start(self._servers[n]) for n in sorted(set(names))))
+        await self._protected_after("the start of MCP servers")  # what one made as it started
 
     def tools(self, names: Iterable[str]) -> list[McpTool]:
         """The tools of the started servers among ``names``, by server, then tool."""
@@ -149,7 +155,34 @@ class McpServers:
         return [t for t in self.tools(self.servers_for(definition)) if wanted(t)]
 
     async def call(self, name: str, tool: str, args: dict[str, Any]) -> ToolResult:
-        """Call ``tool`` of server ``name``; a timeout, a dead server or a broken answer is a ToolError."""
+        """Call ``tool`` of server ``name``; a timeout, a dead server or a broken answer is a ToolError. Then
+        the project is scanned: what the server made among the protected paths during the call is moved
+        out (``teamrt.tools.quarantine``) and said with the result."""
+        cause = f"the call of mcp__{name}__{tool}"
+        try:
+            result = await self._call(name, tool, args)
+        except ToolError as e:
+            note = await asyncio.shield(self._protected_after(cause))
+            if note is None:
+                raise
+            raise ToolError(f"{e}\n{note}") from None
+        note = await asyncio.shield(self._protected_after(cause))
+        if note is None:
+            return result
+        content = result.content
+        if isinstance(content, str):
+            return ToolResult(f"{content}\n{note}", is_error=True)
+        return ToolResult([*content, {"type": "text", "text": note}], is_error=True)
+
+    async def _protected_after(self, cause: str) -> str | None:
+        """Scan the servers' workspace after ``cause``: the note on what was moved out, or None."""
+        guard = self._ctx.guard
+        if guard is None:
+            return None
+        moved = await guard.check(self._ctx.workspace, cause=cause)
+        return describe(moved, cause) if moved else None
+
+    async def _call(self, name: str, tool: str, args: dict[str, Any]) -> ToolResult:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
         from pydantic import ValidationError
@@ -216,6 +249,9 @@ class McpServers:
             return
         except Exception as e:
             await _settled(server.task)
+            if server.process.broken:
+                await self._fail(server, f"could not start: it {server.process.ended()}")
+                return
             said = server.process.said()
             await self._fail(server, f"could not start: {_line(e)}" + (f"; it said: {said}" if said else ""))
             return
@@ -245,7 +281,10 @@ class McpServers:
                 said = {"server": server.config.name, "pid": pid, "start_time": start_time}
                 await self._journal(PROCESS, said)
 
-        transport = transport_for(server.config, self._ctx, self._sandbox, process, started)
+        transport = transport_for(
+            server.config, self._ctx, self._sandbox, process, started,
+            private_hosts=self.config.private_hosts, max_message=self._max_message,
+        )  # fmt: skip
         try:
             async with Client(transport, client_info=Implementation(name=CLIENT[0], version=CLIENT[1])) as c:
                 listed = await _list(c)
@@ -281,18 +320,26 @@ class McpServers:
                 await asyncio.wait_for(process.closed.wait(), 3)
         how = process.ended() if process is not None and process.closed.is_set() else "stopped answering"
         said = process.said() if process is not None else ""
-        again = server.starts < MAX_STARTS
+        broken = process is not None and bool(process.broken)
+        again = server.starts < MAX_STARTS and not broken
+        if broken:
+            said = ""  # what it wrote to stderr is not why it stopped
         if server.state == "running" and server.process is process:
             server.stop.set()
             server.state = "exited" if again else "failed"
             server.error = f"it {how}" + (f" ({said})" if said else "")
-            if not again:
+            if broken:
+                server.error += "; it is not started again in this run"
+            elif not again:
                 server.error += f"; started {server.starts} times, it is not started again in this run"
             await self._journal(EXITED, {"server": name, "how": how, "restart": again})
+            await self._protected_after(f"the exit of MCP server {name!r}")  # recorded by the guard
         when = "during the call, which did not finish" if during_call else "since its last call"
         then = (
             "it is started again for the next call"
             if again
+            else "its tools fail for the rest of this run"
+            if broken
             else "it had been restarted once already, so its tools fail for the rest of this run"
         )
         return f"the MCP server {name!r} {how} {when}" + (f" (it said: {said})" if said else "") + f"; {then}"
