@@ -20,7 +20,7 @@ from conftest import needs_bwrap
 from gitrepo import git
 
 from teamrt.claudecode.settings import read_settings_files
-from teamrt.claudecode.trust import hooks_digest, trust
+from teamrt.claudecode.trust import allow_digest, hooks_digest, trust
 from teamrt.models import sim as sim_package
 from teamrt.models.reply import Reply
 from teamrt.models.sim import SimServer
@@ -124,15 +124,22 @@ def user_texts(body: dict[str, Any]) -> str:
 @needs_bwrap
 def test_a_claude_code_project_runs_as_is_on_sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project = project_copy(tmp_path)
-    digest = hooks_digest(read_settings_files(project))
+    # the person's own untracked settings set what the repository's may not (WIDGET_ENV is refused there)
+    (project / ".claude" / "settings.local.json").write_text(
+        '{"env": {"WIDGET_ENV": "from-claude-settings"}}'
+    )
+    files = read_settings_files(project)
+    digest = hooks_digest(files)
     assert digest is not None
-    trust(project, digest)  # what `teamrt trust` records, once the person has read the hooks
+    # what `teamrt trust` records, once the person has read the hooks and the allow rules
+    trust(project, digest, allow=allow_digest(files))
     with SimServer({"lead": lead, "code-reviewer": reviewer}, record=True) as sim:
         summary, notices = run(project, sim, monkeypatch)
         assert summary.outcome.status == "done", summary
         said = "\n".join(notices)
         assert "broken.md" in said and "front matter" in said  # the broken agent file is named
         assert "NotebookEdit" in said  # docs.writer's tool teamrt lacks is a warning, not a silent drop
+        assert ".claude/settings.json: env WIDGET_ENV ignored: a repository's settings" in said
 
         lead_requests = requests_of(sim, "lead")
         first, last = lead_requests[0], lead_requests[-1]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import needs_bwrap, supervise, within
 
+from teamrt.claudecode import trust
 from teamrt.claudecode.settings import (
     MAX_BYTES,
     SettingsError,
@@ -75,19 +76,20 @@ def test_no_files_no_settings(project: Path, user: Path) -> None:
 def test_files_merge_by_claude_codes_precedence(project: Path, user: Path) -> None:
     write(user / "settings.json", {
         "permissions": {"allow": ["Read"], "deny": ["Bash(curl:*)"], "defaultMode": "plan"},
-        "env": {"A": "user", "B": "user"},
+        "env": {"A": "user", "TZ": "UTC"},
     })  # fmt: skip
     write(project / ".claude" / "settings.json", {
         "permissions": {
             "allow": ["Bash(npm test)"], "ask": ["Bash(git push:*)"], "defaultMode": "acceptEdits"
         },
-        "env": {"B": "project", "C": 3},
+        "env": {"TZ": "Europe/Paris", "CI": 3},
         "model": "opus", "statusLine": {"type": "command", "command": "x"},
     })  # fmt: skip
     write(
         project / ".claude" / "settings.local.json",
-        {"permissions": {"deny": ["Read(.env)"]}, "env": {"C": "local"}},
+        {"permissions": {"deny": ["Read(.env)"]}, "env": {"CI": "local"}},
     )
+    trust.trust(project, None, allow=trust.allow_digest(read_settings_files(project)))  # its allow rules
     files = read_settings_files(project)
     assert [(f.scope, f.path) for f in files] == [
         ("user", user / "settings.json"),
@@ -100,19 +102,19 @@ def test_files_merge_by_claude_codes_precedence(project: Path, user: Path) -> No
     assert [(r.text, r.origin) for r in settings.rules.ask] == [("Bash(git push:*)", ".claude/settings.json")]
     assert settings.rules.deny[0].origin == str(user / "settings.json")
     assert settings.default_mode == "acceptEdits", "the later file's scalar wins"
-    assert dict(settings.env) == {"A": "user", "B": "project", "C": "local"}
+    assert dict(settings.env) == {"A": "user", "TZ": "Europe/Paris", "CI": "local"}
     assert settings.warnings == (), "keys teamrt does not use (model, statusLine) are ignored quietly"
 
 
 def test_a_bom_and_unicode_are_fine(project: Path, user: Path) -> None:
-    (project / ".claude" / "settings.json").write_bytes(
+    (user / "settings.json").write_bytes(
         "\ufeff".encode() + json.dumps({"env": {"GREETING": "héllo ✓"}}, ensure_ascii=False).encode()
     )
     assert dict(load_claude_settings(project).env) == {"GREETING": "héllo ✓"}
 
 
 def test_rules_for_tools_teamrt_lacks_load(project: Path, user: Path) -> None:
-    write(project / ".claude" / "settings.json", {"permissions": {
+    write(user / "settings.json", {"permissions": {
         "allow": ["WebFetch(domain:github.com)", "WebSearch", "mcp__github__get_issue", "Agent(Explore)"],
         "deny": ["NotebookEdit(//etc/**)"],
     }})  # fmt: skip
@@ -233,11 +235,11 @@ def test_a_claude_folder_linking_outside_is_refused(tmp_path: Path, user: Path) 
 def test_links_inside_the_project_and_the_users_own_links_are_fine(
     tmp_path: Path, project: Path, user: Path
 ) -> None:
-    write(project / "config" / "claude.json", {"env": {"A": "inside"}})
+    write(project / "config" / "claude.json", {"env": {"TZ": "UTC"}})
     (project / ".claude" / "settings.json").symlink_to(project / "config" / "claude.json")
     dotfiles = write(tmp_path / "dotfiles" / "claude.json", {"env": {"B": "dotfiles"}})
     (user / "settings.json").symlink_to(dotfiles)
-    assert dict(load_claude_settings(project).env) == {"B": "dotfiles", "A": "inside"}
+    assert dict(load_claude_settings(project).env) == {"B": "dotfiles", "TZ": "UTC"}
 
 
 @pytest.mark.parametrize(
@@ -253,12 +255,11 @@ def test_links_inside_the_project_and_the_users_own_links_are_fine(
 def test_env_that_steers_programs_or_reaches_credentials_is_refused(
     project: Path, user: Path, name: str
 ) -> None:
-    write(project / ".claude" / "settings.json", {"env": {name: "/tmp/evil", "NODE_ENV": "test"}})
+    """Even in the person's own settings (a repository's may set far less: tests/test_hostile_settings.py)."""
+    path = write(user / "settings.json", {"env": {name: "/tmp/evil", "NODE_ENV": "test"}})
     settings = load_claude_settings(project)
     assert dict(settings.env) == {"NODE_ENV": "test"}
-    assert settings.warnings == (
-        f".claude/settings.json: env {name} ignored: settings may not set it for tool processes",
-    )
+    assert settings.warnings == (f"{path}: env {name} ignored: settings may not set it for tool processes",)
 
 
 @pytest.mark.hostile
@@ -343,8 +344,11 @@ def results(sim: SimServer) -> list[str]:
 def test_settings_rules_env_and_mode_in_a_run(project: Path, user: Path, sim: SimServer) -> None:
     write(project / ".claude" / "settings.json", {
         "permissions": {"allow": ["Bash(echo:*)"], "deny": ["Bash(rm:*)"], "defaultMode": "dontAsk"},
+    })  # fmt: skip
+    write(project / ".claude" / "settings.local.json", {  # untracked: the person's own
         "env": {"GREETING": "hello from settings", "ANTHROPIC_BASE_URL": "http://x", "LD_PRELOAD": "/x.so"},
     })  # fmt: skip
+    trust.trust(project, None, allow=trust.allow_digest(read_settings_files(project)))
     sim.policies["lead"] = commander
     outcome = run(project, sim)
     assert outcome.status == "done", outcome
@@ -355,7 +359,9 @@ def test_settings_rules_env_and_mode_in_a_run(project: Path, user: Path, sim: Si
 
 
 @needs_bwrap
-def test_the_team_files_rules_and_mode_come_first(project: Path, user: Path, sim: SimServer) -> None:
+def test_the_team_files_mode_comes_first_but_its_allow_never_lifts_a_settings_deny(
+    project: Path, user: Path, sim: SimServer
+) -> None:
     write(project / ".claude" / "settings.json", {
         "permissions": {"allow": ["Bash(echo:*)"], "deny": ["Bash(rm:*)"], "defaultMode": "dontAsk"},
     })  # fmt: skip
@@ -368,7 +374,8 @@ def test_the_team_files_rules_and_mode_come_first(project: Path, user: Path, sim
     outcome = run(project, sim, team)
     assert outcome.status == "done", outcome
     _, removed, listed = results(sim)
-    assert "permission denied" not in removed and not (project / "build").exists()
+    assert removed == 'permission denied: denied by rule "Bash(rm:*)" in .claude/settings.json'
+    assert (project / "build").exists(), "a deny of any source beats an allow of any other (Claude Code's)"
     assert "permission denied" not in listed, "the team file's mode over the settings'"
 
 

@@ -889,7 +889,7 @@ def test_teamrts_other_tools_take_no_specifier(text: str) -> None:
         Rule.parse(text)
 
 
-# --- layers: the team file's rules, then the settings' --------------------------
+# --- sources pooled: a deny from any source beats an allow from any, as in Claude Code ------
 
 SETTINGS = Rules.parse(
     allow=["Bash(npm test)"], deny=["Bash(rm:*)", "Read(.env)"], ask=["Bash(git push:*)"],
@@ -908,9 +908,17 @@ SETTINGS = Rules.parse(
             Decision(ASK, 'approval required by rule "Bash(git push:*)" in .claude/settings.json'),
         ),
         ({}, "ls", Decision(ASK, "Bash needs approval in default mode")),
-        ({"allow": ["Bash(rm:*)"]}, "rm -rf x", Decision(ALLOW, 'allowed by rule "Bash(rm:*)"')),
+        (
+            {"allow": ["Bash(rm:*)"]},
+            "rm -rf x",
+            Decision(DENY, 'denied by rule "Bash(rm:*)" in .claude/settings.json'),
+        ),
         ({"deny": ["Bash(npm:*)"]}, "npm test", Decision(DENY, 'denied by rule "Bash(npm:*)"')),
-        ({"allow": ["Bash(git push:*)"]}, "git push", Decision(ALLOW, 'allowed by rule "Bash(git push:*)"')),
+        (
+            {"allow": ["Bash(git push:*)"]},
+            "git push",
+            Decision(ASK, 'approval required by rule "Bash(git push:*)" in .claude/settings.json'),
+        ),
         (
             {"allow": ["Bash(ls)"]},
             "rm x",
@@ -918,7 +926,7 @@ SETTINGS = Rules.parse(
         ),
     ],
 )
-def test_the_team_files_rules_decide_first_then_the_settings(
+def test_the_team_files_and_the_settings_rules_are_pooled_deny_then_ask_then_allow(
     tmp_path: Path, team: dict[str, list[str]], command: str, decision: Decision
 ) -> None:
     permissions = Permissions(
@@ -927,13 +935,16 @@ def test_the_team_files_rules_decide_first_then_the_settings(
     assert decide(permissions, "Bash", {"command": command}, tmp_path) == decision
 
 
-def test_read_denial_takes_the_layers_in_turn(tmp_path: Path) -> None:
+def test_read_denial_takes_a_deny_of_any_source(tmp_path: Path) -> None:
     real = tmp_path.resolve()
     assert (
         Permissions(then=SETTINGS).read_denial(real / ".env", tmp_path)
         == "Read(.env) in .claude/settings.json"
     )
-    assert Permissions(allow=["Read(.env)"], then=SETTINGS).read_denial(real / ".env", tmp_path) is None
+    assert (
+        Permissions(allow=["Read(.env)"], then=SETTINGS).read_denial(real / ".env", tmp_path)
+        == "Read(.env) in .claude/settings.json"
+    ), "the team file's allow does not lift the settings' deny"
     assert Permissions(deny=["Read"], then=SETTINGS).read_denial(real / "a.py", tmp_path) == "Read"
     assert Permissions(then=SETTINGS).read_denial(real / "a.py", tmp_path) is None
 

@@ -1,10 +1,42 @@
-"""Reading a file a repository holds without trusting it: never blocking on a FIFO, never past a limit."""
+"""Reading a file a repository holds without trusting it: never blocking on a FIFO, never past a limit,
+and JSON whose every object has each key once.
+
+A JSON object that names a key twice means one thing to one reader and another to the next (Python
+keeps the last value, an editor's outline or ``jq`` may show the first): a settings file or an
+``.mcp.json`` could show a person a harmless hook while teamrt runs ``curl | sh``. ``loads_json`` is the
+one reader of such files, and refuses them (``DuplicateKey``).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names ``key`` twice; the message names the key, escaped (it may hold anything)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"duplicate key {json.dumps(key)[:80]}")
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads(text)``, raising ``DuplicateKey`` for an object, at any depth, that names a key twice
+    (and ``json.JSONDecodeError``, ``RecursionError`` as ``json.loads`` does)."""
+    return json.loads(text, object_pairs_hook=_unique)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(key)
+        found[key] = value
+    return found
 
 
 def read_head(path: Path, limit: int) -> tuple[bytes, int] | None:

@@ -3,23 +3,39 @@
 ``read_settings_files`` reads each present file as JSON, the lowest precedence
 first; ``load_claude_settings`` merges what teamrt uses of them as Claude Code
 does (lists concatenated, a later file's scalar over an earlier one's):
-``permissions.allow/deny/ask`` (rules that decide what the team file's rules
-do not match), ``permissions.defaultMode`` and ``env`` (for the programs tools
-run). A file that cannot be used is an error of one line naming it: a run must
-not silently lose deny rules. Hooks: ``teamrt.claudecode.hooks``.
+``permissions.allow/deny/ask`` (rules pooled with the team file's: a deny of
+any source beats an allow of any, ``teamrt.tools.permissions.Permissions``),
+``permissions.defaultMode`` and ``env`` (for the programs tools run). A file
+that cannot be used is an error of one line naming it: a run must not
+silently lose deny rules. Hooks: ``teamrt.claudecode.hooks``.
 
-The repository is not trusted code: the project's files cannot set
-``bypassPermissions`` or ``auto`` as the default mode (the user's can), and ``env`` cannot set
-teamrt's or Anthropic's variables, nor those that choose which program or code
-a name runs (``PATH``, ``LD_PRELOAD``, ``BASH_ENV``, ``GIT_*`` ...): an allow
-rule names a program, and that must be the program that runs.
+The repository is not trusted code. What came with it (``.claude/settings.json``,
+and ``.claude/settings.local.json`` when git tracks it: ``SettingsFile.repository``):
+
+- cannot set ``bypassPermissions`` or ``auto`` as the default mode (the user's can);
+- sets in ``env`` only variables that change no program's behaviour
+  (``REPOSITORY_ENV``: locale, time zone, colour and CI flags, each with a plain
+  value); any other (``XDG_CONFIG_HOME`` makes git read a config that runs a
+  planted fsmonitor, ``PAGER``, ``LESSOPEN``, ``EDITOR`` run programs) is
+  refused with one line naming them all. The person's own files (the user's,
+  an untracked ``settings.local.json``) may set more, but never teamrt's or
+  Anthropic's variables nor those that choose which program or code a name
+  runs (``REFUSED_ENV``: ``PATH``, ``LD_PRELOAD``, ``BASH_ENV``, ``GIT_*`` ...);
+- grants nothing with ``permissions.allow`` until ``teamrt trust`` records the
+  hash of those rules (``teamrt.claudecode.trust.allow_digest``); a change
+  needs trusting again. Its ``deny`` and ``ask`` rules only restrict, and
+  always apply.
+
+A JSON object naming a key twice is refused (``teamrt.claudecode.reading.loads_json``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +43,7 @@ from typing import Any
 from .. import settings as teamrt_settings
 from ..tools.permissions import MODE_NAMES, RuleError, Rules
 from .paths import settings_files
-from .reading import read_head
+from .reading import DuplicateKey, loads_json, read_head
 
 MAX_BYTES = 1 << 20
 """A settings file larger than this is refused (Claude Code's are a few kilobytes)."""
@@ -47,6 +63,32 @@ a shell or an interpreter loads before the command."""
 REFUSED_ENV_PREFIXES = ("ANTHROPIC_", "TEAMRT_", "LD_", "DYLD_", "BASH_FUNC_", "GIT_")
 """teamrt's and Anthropic's (credentials, endpoints), the loader's, exported shell functions, git's
 (the worktree sets those git needs)."""
+_LOCALE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+"""A locale's name (``C``, ``en_US.UTF-8``, ``de_DE@euro``): never a path (glibc reads a name with a ``/``
+as a file of locale data)."""
+_FLAG = re.compile(r"[A-Za-z0-9_.-]{0,32}")
+_TIME_ZONE = re.compile(r"(?!.*\.\.)[A-Za-z0-9_+<>,.-][A-Za-z0-9_+<>,.:/-]{0,63}")
+"""A zone name (``Europe/Paris``, ``UTC``) or a POSIX rule (``EST5EDT,M3.2.0,M11.1.0``): never a file
+(``:/path``, ``/path``, a ``..`` climbing out of the zone folder)."""
+REPOSITORY_ENV: dict[str, re.Pattern[str]] = {
+    # The locale: the language of messages, how text sorts and numbers print; data, not code.
+    "LANG": _LOCALE, "LANGUAGE": re.compile(r"[A-Za-z0-9_.@:-]{1,200}"),
+    **{f"LC_{part}": _LOCALE for part in (
+        "ALL", "ADDRESS", "COLLATE", "CTYPE", "IDENTIFICATION", "MEASUREMENT", "MESSAGES", "MONETARY",
+        "NAME", "NUMERIC", "PAPER", "TELEPHONE", "TIME",
+    )},
+    "TZ": _TIME_ZONE,  # the clock's zone, for tests that print dates
+    # Colour on or off (no-color.org, force-color.org, BSD's CLICOLOR): how output looks.
+    "NO_COLOR": _FLAG, "FORCE_COLOR": _FLAG, "CLICOLOR": _FLAG, "CLICOLOR_FORCE": _FLAG,
+    "CI": _FLAG,  # test runners print for a log, not a terminal
+    # Python's buffering of output and its bytecode cache: the same code runs.
+    "PYTHONUNBUFFERED": _FLAG, "PYTHONDONTWRITEBYTECODE": _FLAG,
+}  # fmt: skip
+"""The variables a repository's settings may set for tool processes, each with the values it may take:
+those that change no program's behaviour beyond how it prints. Every other variable may make a program
+that an allow rule names run another one (``XDG_CONFIG_HOME`` and git's fsmonitor, ``PAGER``, ``EDITOR``,
+``LESSOPEN``, ``PYTEST_ADDOPTS``, ``PYTHONWARNINGS`` importing a module, ``*_proxy`` redirecting traffic):
+only the person's own files set those."""
 UNUSED_KEYS = {
     "sandbox": "teamrt's own sandbox confines commands ([sandbox] in the team file)",
     "apiKeyHelper": "teamrt takes its key from ANTHROPIC_API_KEY; the helper is not run",
@@ -75,6 +117,14 @@ class SettingsFile:
     path: Path
     data: dict[str, Any]
     """The file's JSON object."""
+    tracked: bool = True
+    """Whether git tracks the file (so it came with the repository); True when git cannot tell."""
+
+    @property
+    def repository(self) -> bool:
+        """Whether the file came with the repository, so is someone else's word: the project's
+        ``.claude/settings.json``, and a ``settings.local.json`` that git tracks."""
+        return self.scope == "project" or (self.scope == "local" and self.tracked)
 
 
 @dataclass(frozen=True)
@@ -96,6 +146,7 @@ def load_claude_settings(project: Path) -> ClaudeSettings:
     """The settings of ``project`` merged by Claude Code's precedence; raises SettingsError."""
     rules, mode, env, warnings = Rules(), None, dict[str, str](), list[str]()
     files = read_settings_files(project)
+    allow_trusted = _allow_trusted(project, files, warnings)
     for file in files:
         shown = _shown(file.path, project)
         warnings += [f"{shown}: {key!r} is not used by teamrt ({why})" for key, why in UNUSED_KEYS.items()
@@ -111,12 +162,15 @@ def load_claude_settings(project: Path) -> ClaudeSettings:
         for key, why in UNUSED_PERMISSION_KEYS.items():
             if key in permissions:
                 warnings.append(f"{shown}: 'permissions.{key}' is not used by teamrt ({why})")
+        texts = {kind: _texts(file, permissions, kind) for kind in RULE_KINDS}
         try:
-            rules += Rules.parse(
-                **{kind: _texts(file, permissions, kind) for kind in RULE_KINDS}, origin=shown
-            )
+            parsed = Rules.parse(**texts, origin=shown)
         except RuleError as e:
             raise SettingsError(f"settings file {file.path}: permissions: {e}") from None
+        if parsed.allow and file.repository and not allow_trusted:
+            parsed = Rules(deny=parsed.deny, ask=parsed.ask)
+            warnings.append(_untrusted_allow(shown, len(texts["allow"]), project))
+        rules += parsed
         chosen = _mode(file, permissions)
         if chosen in UNTRUSTED_MODES and file.scope != "user":
             warnings.append(
@@ -125,12 +179,84 @@ def load_claude_settings(project: Path) -> ClaudeSettings:
             )
         elif chosen is not None:
             mode = chosen
-        for name, value in _env(file).items():
-            if _refused(name):
-                warnings.append(f"{shown}: env {name} ignored: settings may not set it for tool processes")
-            else:
-                env[name] = value
+        kept, line = _env_kept(file, shown)
+        env |= kept
+        warnings += [line] if line else []
     return ClaudeSettings(tuple(files), rules, mode, env, tuple(warnings))
+
+
+def _env_kept(file: SettingsFile, shown: str) -> tuple[dict[str, str], str | None]:
+    """The ``env`` of ``file`` that tool processes get, and the warning naming what is refused."""
+    kept: dict[str, str] = {}
+    refused: list[str] = []
+    for name, value in _env(file).items():
+        allowed = REPOSITORY_ENV.get(name)
+        if _settable(file, name, value):
+            kept[name] = value
+        else:
+            refused.append(f"{name} (its value)" if file.repository and allowed else _shown_name(name))
+    if not refused:
+        return kept, None
+    if not file.repository:
+        them = "them" if len(refused) > 1 else "it"
+        return (
+            kept,
+            f"{shown}: env {', '.join(refused)} ignored: settings may not set {them} for tool processes",
+        )
+    return kept, (
+        f"{shown}: env {', '.join(refused)} ignored: a repository's settings may set only variables that"
+        " change no program (LANG, LANGUAGE, LC_*, TZ, NO_COLOR, FORCE_COLOR, CLICOLOR, CLICOLOR_FORCE, CI,"
+        " PYTHONUNBUFFERED, PYTHONDONTWRITEBYTECODE; a locale, zone or flag as value); set others in your"
+        " ~/.claude/settings.json or an untracked .claude/settings.local.json"
+    )
+
+
+def _settable(file: SettingsFile, name: str, value: str) -> bool:
+    """Whether ``file`` may give tool processes ``name=value``."""
+    if not file.repository:
+        return not _refused(name)
+    allowed = REPOSITORY_ENV.get(name)
+    return allowed is not None and allowed.fullmatch(value) is not None
+
+
+def _untrusted_allow(shown: str, count: int, project: Path) -> str:
+    """The warning for a repository file's allow rules that do not count."""
+    return (
+        f"{shown}: its {count} permissions.allow rule{'s' if count != 1 else ''} not used: a repository's"
+        f" allow rules grant nothing until you trust them (read them, then run teamrt trust in {project});"
+        " its deny and ask rules apply"
+    )
+
+
+def _allow_trusted(project: Path, files: Sequence[SettingsFile], warnings: list[str]) -> bool:
+    """Whether the person trusted the repository's allow rules as they are now (False when it has none)."""
+    from .trust import TrustError, allow_digest, is_allow_trusted
+
+    digest = allow_digest(files)
+    if digest is None:
+        return False
+    try:
+        return is_allow_trusted(project, digest)
+    except TrustError as e:
+        warnings.append(str(e))
+        return False
+
+
+def git_tracks(project: Path, path: Path) -> bool:
+    """Whether git tracks ``path`` in ``project`` (True when git cannot say: the safe answer). git runs
+    with teamrt's pinned settings: nothing the repository's configuration names (an fsmonitor) runs."""
+    from ..worktree.git import SAFE
+
+    try:
+        done = subprocess.run(
+            ["git", *SAFE, "-C", str(project), "ls-files", "--error-unmatch", "--", str(path)],
+            capture_output=True, timeout=10, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    if done.returncode == 0:
+        return True
+    return b"not a git repository" not in done.stderr and b"did not match" not in done.stderr
 
 
 def read_settings_files(project: Path) -> list[SettingsFile]:
@@ -142,7 +268,8 @@ def read_settings_files(project: Path) -> list[SettingsFile]:
     for scope, path in settings_files(project):
         data = _read(path, None if scope == "user" else project)
         if data is not None:
-            found.append(SettingsFile(scope, path, data))
+            tracked = scope != "user" and (scope == "project" or git_tracks(project, path))
+            found.append(SettingsFile(scope, path, data, tracked))
     return found
 
 
@@ -160,7 +287,11 @@ def _read(path: Path, within: Path | None) -> dict[str, Any] | None:
             raise SettingsError(f"settings file {path}: a link to {real}, outside the project; refusing it")
     raw = _regular_bytes(path)
     try:
-        data = json.loads(raw.decode("utf-8-sig"))
+        data = loads_json(raw.decode("utf-8-sig"))
+    except DuplicateKey as e:
+        raise SettingsError(
+            f"settings file {path}: {e}: JSON readers disagree on which value counts; refusing it"
+        ) from None
     except UnicodeDecodeError:
         raise SettingsError(f"settings file {path}: not UTF-8 text") from None
     except RecursionError:
@@ -238,11 +369,18 @@ def _env(file: SettingsFile) -> dict[str, str]:
                 f"settings file {file.path}: env name {json.dumps(name)[:60]} is not a variable name"
             )
         if isinstance(item, bool) or not isinstance(item, str | int | float):
-            raise SettingsError(f"settings file {file.path}: env {name} must be a string, not {_kind(item)}")
+            raise SettingsError(
+                f"settings file {file.path}: env {_shown_name(name)} must be a string, not {_kind(item)}"
+            )
         if isinstance(item, str) and "\0" in item:
-            raise SettingsError(f"settings file {file.path}: env {name} holds a NUL character")
+            raise SettingsError(f"settings file {file.path}: env {_shown_name(name)} holds a NUL character")
         env[name] = str(item)
     return env
+
+
+def _shown_name(name: str) -> str:
+    """A variable's name on one line of a terminal: as it is when plain, else escaped and quoted."""
+    return name if re.fullmatch(r"[!-~]{1,128}", name) and '"' not in name else json.dumps(name)[:80]
 
 
 def _refused(name: str) -> bool:

@@ -14,19 +14,29 @@ are programs someone else chose just as well: their hash is recorded beside
 the hooks' and checked the same way, on its own, so a change to one does not
 stop the other.
 
+The ``permissions.allow`` rules of the repository's settings files (``.claude/settings.json``, and
+``settings.local.json`` when git tracks it) are permission someone else wrote: they grant nothing until
+their hash is recorded too (``allow_sha256``), and stop granting when they change.
+
+``teamrt trust`` first shows exactly what it would trust (``trust_report``: every hook's command, every
+server's entry, every allow rule), with control characters written as escapes so that no escape
+sequence can hide a line from the person reading it; only then does it record anything.
+
 The record lives beside teamrt's settings file, outside every repository::
 
     ~/.config/teamrt/trusted.json
     {"projects": {"/home/me/src/app": {"hooks_sha256": "9f2c...", "mcp_sha256": "41ab...",
-                                       "trusted_at": "2026-05-01T09:30:00Z"}}}
+                                       "allow_sha256": "77d0...", "trusted_at": "2026-05-01T09:30:00Z"}}}
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -35,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import settings_path
-from .hooks import SettingsSource
-from .settings import SettingsError, read_settings_files
+from ..terminal import clean
+from .hooks import HookSet, SettingsSource, parse_hooks
+from .settings import SettingsError, SettingsFile, read_settings_files
 
 TRUST_FILE = "trusted.json"
 REPOSITORY_SCOPES = ("project", "local")
@@ -53,6 +64,7 @@ class Trusted:
     hooks_sha256: str | None
     trusted_at: str
     mcp_sha256: str | None = None
+    allow_sha256: str | None = None
 
 
 def trust_path() -> Path:
@@ -73,6 +85,20 @@ def hooks_digest(files: Sequence[SettingsSource]) -> str | None:
     if not any(written.values()):
         return None
     return _sha256(written)
+
+
+def allow_digest(files: Sequence[SettingsFile]) -> str | None:
+    """The hash of the ``permissions.allow`` rules of the settings files that came with the repository
+    (``SettingsFile.repository``), as written; None when they have none."""
+    written = {f.scope: rules for f in files if f.repository and (rules := repository_allow(f))}
+    return _sha256(written) if written else None
+
+
+def repository_allow(file: SettingsFile) -> list[Any]:
+    """The ``permissions.allow`` list of a settings file as written ([] when it has none)."""
+    permissions = file.data.get("permissions")
+    allow = permissions.get("allow") if isinstance(permissions, dict) else None
+    return allow if isinstance(allow, list) else []
 
 
 def mcp_digest(servers: Mapping[str, Any]) -> str | None:
@@ -101,10 +127,14 @@ def trusted_projects() -> dict[str, Trusted]:
     found = {}
     for name, entry in projects.items():
         entry = entry if isinstance(entry, dict) else {}
-        hooks, mcp = entry.get("hooks_sha256"), entry.get("mcp_sha256")
-        if not isinstance(hooks, str | None) or not isinstance(mcp, str | None) or hooks is mcp is None:
-            raise TrustError(f"trust file {path}: the entry of {name} has no hooks_sha256 or mcp_sha256")
-        found[name] = Trusted(name, hooks, str(entry.get("trusted_at", "")), mcp)
+        hooks, mcp, allow = (entry.get(f"{key}_sha256") for key in ("hooks", "mcp", "allow"))
+        digests = (hooks, mcp, allow)
+        if not all(isinstance(d, str | None) for d in digests) or all(d is None for d in digests):
+            raise TrustError(
+                f"trust file {path}: the entry of {json.dumps(name)[:200]} has no hooks_sha256, mcp_sha256"
+                " or allow_sha256"
+            )
+        found[name] = Trusted(name, hooks, str(entry.get("trusted_at", "")), mcp, allow)
     return found
 
 
@@ -120,11 +150,17 @@ def is_mcp_trusted(project: Path, digest: str) -> bool:
     return entry is not None and entry.mcp_sha256 == digest
 
 
-def trust(project: Path, digest: str | None, mcp: str | None = None) -> Trusted:
-    """Record that the person trusts ``project``'s hooks (``digest``) and MCP servers (``mcp``) as they
-    hash now."""
+def is_allow_trusted(project: Path, digest: str) -> bool:
+    """Whether the person trusted ``project``'s allow rules as they hash now (``digest``)."""
+    entry = trusted_projects().get(project_key(project))
+    return entry is not None and entry.allow_sha256 == digest
+
+
+def trust(project: Path, digest: str | None, mcp: str | None = None, allow: str | None = None) -> Trusted:
+    """Record that the person trusts ``project``'s hooks (``digest``), MCP servers (``mcp``) and allow
+    rules (``allow``) as they hash now."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    entry = Trusted(project_key(project), digest, now, mcp)
+    entry = Trusted(project_key(project), digest, now, mcp, allow)
     _write({**trusted_projects(), entry.project: entry})
     return entry
 
@@ -142,7 +178,8 @@ def _write(projects: dict[str, Trusted]) -> None:
     """The trust file, replaced whole (a reader never sees half of it), readable by its owner only."""
     path = trust_path()
     body = {"projects": {p: {"hooks_sha256": t.hooks_sha256, "mcp_sha256": t.mcp_sha256,
-                             "trusted_at": t.trusted_at} for p, t in sorted(projects.items())}}  # fmt: skip
+                             "allow_sha256": t.allow_sha256, "trusted_at": t.trusted_at}
+                         for p, t in sorted(projects.items())}}  # fmt: skip
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=".trusted-", dir=path.parent)
@@ -170,12 +207,88 @@ def trust_state(entry: Trusted) -> str:
     if not project.is_dir():
         return "project gone"
     try:
-        digest = hooks_digest(read_settings_files(project))
+        files = read_settings_files(project)
+        digest = hooks_digest(files)
     except SettingsError as e:
         return f"unreadable: {e}"
     hooks = "no hooks now" if digest is None else "in force" if digest == entry.hooks_sha256 else "lapsed"
     mcp = mcp_digest(repository_servers(project, load_definitions(project).values(), []))
-    if mcp is None and entry.mcp_sha256 is None:
-        return hooks
-    servers = "none now" if mcp is None else "in force" if mcp == entry.mcp_sha256 else "lapsed"
-    return f"{hooks}; MCP servers {servers}"
+    state = hooks
+    if mcp is not None or entry.mcp_sha256 is not None:
+        state += f"; MCP servers {_state(mcp, entry.mcp_sha256)}"
+    allow = allow_digest(files)
+    if allow is not None or entry.allow_sha256 is not None:
+        state += f"; allow rules {_state(allow, entry.allow_sha256)}"
+    return state
+
+
+def _state(now: str | None, trusted: str | None) -> str:
+    if now is None:
+        return "none now"
+    return "not trusted" if trusted is None else "in force" if now == trusted else "lapsed"
+
+
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufff9-\ufffb]"
+)
+"""What ``visible`` writes as an escape: C0 but newline and tab, DEL, C1, line separators, bidi marks."""
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\x1b``, ``\\u202e``), then through
+    ``teamrt.terminal.clean``: what the person reads is every character that runs, none of them acting
+    on the terminal."""
+    return clean(_CONTROL.sub(lambda m: ascii(m.group())[1:-1], text))
+
+
+def every_hook(files: Sequence[SettingsFile]) -> HookSet:
+    """The hooks of ``files`` as ``parse_hooks`` reads them, but with ``disableAllHooks`` ignored: what
+    ``teamrt trust`` shows must be every hook its hash covers, not only those on now (a later change to
+    ``disableAllHooks`` alone would otherwise turn on hooks no one was shown)."""
+    return parse_hooks(
+        [
+            dataclasses.replace(f, data={k: v for k, v in f.data.items() if k != "disableAllHooks"})
+            for f in files
+        ]
+    )
+
+
+def trust_report(
+    project: Path, files: Sequence[SettingsFile], hooks: HookSet, servers: Mapping[str, Any]
+) -> list[str]:
+    """What ``teamrt trust`` would trust in ``project``, a line each, shown before it records anything:
+    the repository's hooks with their exact commands, its MCP servers' entries as written, and its
+    settings' allow rules. Empty when there is nothing to trust."""
+    lines: list[str] = []
+    controls: list[bool] = []
+
+    def show(text: str) -> str:
+        controls.append(_CONTROL.search(text) is not None)
+        return visible(text)
+
+    where = visible(str(project))
+    repository_hooks = hooks.scoped(*REPOSITORY_SCOPES).hooks
+    if repository_hooks:
+        lines.append(f"The hooks of {where}, which would run in its runs:")
+        for hook in repository_hooks:
+            on = f" [{show(hook.matcher)}]" if hook.matcher else ""
+            command = "\n    ".join(show(hook.command.strip()).splitlines())
+            lines.append(f"  {hook.event}{on} ({hook.scope}): {command}")
+    entries = [(name, place, server) for place, kept in servers.items()
+               for written in (kept if isinstance(kept, list) else [kept]) if isinstance(written, dict)
+               for name, server in written.items()]  # fmt: skip
+    if entries:
+        lines.append(f"The MCP servers of {where}, which could start in its runs:")
+        for name, place, server in entries:
+            entry = show(json.dumps(server, ensure_ascii=False, sort_keys=True))
+            lines.append(f"  {show(str(name))} ({show(place)}): {entry}")
+    allowing = [(f.scope, rule) for f in files if f.repository for rule in repository_allow(f)]
+    if allowing:
+        lines.append(f"The allow rules of {where}'s settings, which would grant their permission:")
+        lines += [f"  {show(json.dumps(rule, ensure_ascii=False))} ({scope})" for scope, rule in allowing]
+    if any(controls):
+        lines.append(
+            "Note: some of the above hold control characters (escape sequences, bidi overrides), written"
+            " here as \\x.. or \\u....: read them with care"
+        )
+    return lines

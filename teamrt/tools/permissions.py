@@ -2,9 +2,10 @@
 
 A rule is ``Tool`` or ``Tool(specifier)``. A call is checked against the deny
 rules, then the ask rules, then the allow rules; the first that matches
-decides, and when none does the mode decides. Rules come in layers (the team
-file's, then the Claude Code settings'): a later layer decides only a call no
-rule of an earlier one matches.
+decides, and when none does the mode decides. Rules come from several sources
+(the team file, the Claude Code settings files), and as in Claude Code a deny
+from any source beats an allow from any source, and so does an ask: the
+sources' rules are pooled, not layered (``Permissions``).
 
 Tool names match case-insensitively, old names and new (``read`` is
 ``Read``, ``Agent`` is ``Task``). ``Read`` rules cover Read, Glob, Grep and
@@ -54,8 +55,10 @@ one may match a deny (or ask) rule by the program's name alone (``\\rm``,
 (``$X``, a glob) standing for anything.
 
 Deny and ask rules fail closed: a command the reader cannot see through
-(``eval``, ``bash -c``, ``git -c``, a program named by a variable, bash it
-cannot parse, ...) is denied when any ``Bash`` deny rule has a specifier, asked
+(``eval``, ``bash -c``, ``git -c``, a program named by a variable or a glob, a
+nameref, arithmetic, bash it cannot parse, ...), or that reads text it cannot
+see into a variable (``read``, ``mapfile``, ``printf -v``: ``Reading.hidden``), is
+denied when any ``Bash`` deny rule has a specifier, asked
 about when an ask rule has one, and never allowed by a rule with a specifier.
 Rules judge the command line, not the programs it names: a script or a Makefile
 runs whatever it holds, and the sandbox is what confines it.
@@ -251,8 +254,9 @@ class Rules:
 class Permissions:
     """The mode and the rules an agent's tool calls are decided by.
 
-    ``allow``, ``deny`` and ``ask`` are the team file's rules; ``then`` the rules that decide what
-    those do not match (the Claude Code settings')."""
+    ``allow``, ``deny`` and ``ask`` are the team file's rules; ``then`` the Claude Code settings'. They
+    are pooled: a deny rule of either beats an ask or allow rule of either, an ask rule beats an allow
+    rule (Claude Code's precedence: no source lifts another's deny)."""
 
     def __init__(
         self,
@@ -269,17 +273,15 @@ class Permissions:
             raise ValueError(
                 f"unknown permission mode {mode!r}; use one of: {', '.join(MODE_NAMES)}"
             ) from None
-        self.layers = (Rules.parse(allow=allow, deny=deny, ask=ask), then)
+        self.rules = Rules.parse(allow=allow, deny=deny, ask=ask) + then
 
     def decide(self, tool: str, input: Mapping[str, Any], *, read_only: bool, workspace: Path) -> Decision:
-        """The first layer of rules that matches decides, else the mode; paths are under ``workspace``."""
+        """A deny rule from any source, else an ask rule, else an allow rule, else the mode decides; paths
+        are under ``workspace``."""
         name = folded(tool)
         reading = read(_command(input)) if name == "bash" else None
-        for layer in self.layers:
-            decision = layer.decide(name, input, workspace, reading)
-            if decision is not None:
-                break
-        else:
+        decision = self.rules.decide(name, input, workspace, reading)
+        if decision is None:
             decision = self._by_mode(tool, name, input, read_only, workspace)
         if decision.verdict is Verdict.ASK and self.mode is Mode.DONT_ASK:
             return Decision(Verdict.DENY, f"{decision.reason}; dontAsk mode denies what it would ask")
@@ -288,13 +290,9 @@ class Permissions:
     def read_denial(self, path: Path, workspace: Path) -> str | None:
         """The deny rule (as written) that forbids reading the canonical ``path``, or None.
 
-        These are the ``Read`` rules (they cover Read, Glob, Grep and LS): the
+        These are the ``Read`` rules (they cover Read, Glob, Grep and LS), from any source: the
         file tools refuse such a path and leave it out of their walks."""
-        for layer in self.layers:
-            decided, rule = layer.read_decided(path, workspace)
-            if decided:
-                return rule
-        return None
+        return self.rules.read_decided(path, workspace)[1]
 
     def _by_mode(
         self, tool: str, name: str, input: Mapping[str, Any], read_only: bool, workspace: Path
@@ -374,10 +372,10 @@ def _checked(
         why = _hits(rule, tool, input, workspace, reading)
         if why is not None:
             return Decision(verdict, f"{by} rule {_named(rule)}{why}")
-    if reading is not None and reading.opaque:
+    if reading is not None and reading.hidden:
         specific = next((rule for rule in rules if rule.tool == "bash" and rule.specifier), None)
         if specific is not None:
-            return Decision(verdict, _unreadable(reading.opaque, specific, verdict))
+            return Decision(verdict, _unreadable(reading.hidden, specific, verdict))
     return None
 
 
@@ -433,7 +431,7 @@ def _allowing(
         return [whole]
     if reading is None:
         return [rule for rule in covering if _about(rule.specifier or "", tool, input, workspace)][:1]
-    if reading.opaque or reading.substitution or not reading.commands:
+    if reading.hidden or reading.substitution or not reading.commands:
         return []
     used: list[Rule] = []
     for command in reading.commands:
