@@ -95,6 +95,16 @@ def existing_run_dir(run_id: str) -> Path:
     return runs / run_id
 
 
+def sweep_leftovers(project: Path) -> list[str]:
+    """Before a run in ``project`` reads any configuration: what the agents of an earlier run killed before
+    its last scan left among the protected paths, moved to that run's quarantine
+    (``teamrt.tools.quarantine.sweep_leftovers``); a warning line each."""
+    from .tools.quarantine import sweep_leftovers as sweep
+    from .tools.quarantine import sweep_notices
+
+    return sweep_notices(sweep(project, runs_path()))
+
+
 def _in_server_database(run_id: str) -> bool:
     from .store.engine import server_url
 

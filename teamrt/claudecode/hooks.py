@@ -249,7 +249,7 @@ async def run_hook(
     command = sandbox.command(hook.command, ctx)
     env = {**command.env, PROJECT_DIR_ENV: str(ctx.workspace)}
     data = json.dumps(payload, ensure_ascii=False).encode()
-    cgroup = pidlimit.make(command.max_processes)
+    cgroup = pidlimit.make(command.max_processes, command.max_memory_mb)
     try:
         argv = command.argv if cgroup is None else pidlimit.enter(command.argv, cgroup)
         try:

@@ -46,6 +46,7 @@ from ..models.types import Block
 from ..store import Store
 from ..tools.base import Tool, ToolResult
 from ..tools.permissions import Decision, Mode, Verdict
+from ..tools.quarantine import describe
 from ..tools.sandbox import default_sandbox
 
 if TYPE_CHECKING:
@@ -313,7 +314,10 @@ async def _fire(
     if hooks.kind != "lead":
         payload |= {"agent_id": hooks.name, "agent_type": hooks.agent_type}
     payload |= extra
-    ran = await asyncio.gather(*(run_hook(hook, payload, ctx) for hook in matching))
+    try:
+        ran = await asyncio.gather(*(run_hook(hook, payload, ctx) for hook in matching))
+    finally:  # what the hooks made among the protected paths is moved out, even when the agent was stopped
+        await asyncio.shield(_protected_after(loop, event))
     saids = [interpret(r, event) for r in ran]
     for r, said in zip(ran, saids, strict=True):
         data: dict[str, Any] = {
@@ -328,6 +332,17 @@ async def _fire(
             data["updated_input"] = True
         await hooks.store.append_event(HOOK_EVENT, data, agent=hooks.name)
     return combine(saids)
+
+
+async def _protected_after(loop: AgentLoop, event: str) -> None:
+    """Scan the workspace after the ``event`` hooks ran (``teamrt.tools.quarantine``): what they created
+    or changed among the protected paths is moved out, recorded by the guard, and told to the agent."""
+    hooks, ctx = loop.env.hooks, loop.env.tools
+    if ctx.guard is None or hooks is None:
+        return
+    moved = await ctx.guard.check(ctx.workspace, cause=f"{event} hooks", agent=hooks.name)
+    if moved:
+        hooks.context.append(describe(moved, f"the {event} hooks"))
 
 
 def _brief(text: str) -> str:

@@ -5,6 +5,11 @@
   servers it had started (``mcp.process`` events,
   ``teamrt.mcp.servers.kill_leftover_servers``): each is started afresh when
   a resumed agent needs it.
+- What the crashed run's agents, hooks and servers left among the protected
+  paths (``teamrt.tools.quarantine``) is moved to its quarantine, and what they
+  changed put back, before the resume reads any configuration: its baseline
+  outlived it (``sweep_leftovers``, from ``teamrun.resume_run`` and the
+  supervisor); the resumed run then takes a new one.
 - Lock files git left in the run's worktrees and on its branches are removed,
   and the temporary files of ``write``/``edit`` calls cut short in every
   agent's workspace.

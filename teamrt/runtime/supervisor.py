@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agents import AgentDefinition, choose_model, kept_definition
-from ..claudecode.memory import Memory, load_memory
+from ..claudecode.memory import Memory, imports, load_memory
 from ..claudecode.settings import ClaudeSettings, load_claude_settings
 from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
 from ..mcp.config import McpConfig, mcp_config
@@ -45,6 +46,7 @@ from ..tools.files import remove_temporaries
 from ..tools.names import canonical
 from ..tools.permissions import Permissions, Verdict
 from ..tools.protect import protected_paths
+from ..tools.quarantine import QUARANTINED, Guard, Moved, describe, sweep_leftovers
 from ..tools.registry import builtin_tools
 from ..tools.sandbox import SANDBOX_EVENT, default_sandbox
 from ..tools.team import describe_tasks, task_spawn, team_tools
@@ -84,6 +86,8 @@ ALREADY_MERGED = "already on the integration branch"
 """The merge queue's output for a branch merged before (``teamrt.worktree.queue``): no gate ran."""
 RECORDED_ON_RESUME = "recorded on resume"
 """A merge's output when a crash came between the merge and its record (``resume.reconcile_git``)."""
+FINAL_SCAN_WAIT_S = 5.0
+"""How long a run's end waits for its agents' tasks to finish before its last scan of protected paths."""
 SIM_UNPLAYED = "sim.unplayed"
 """The event of a run on ``sim`` whose team has roles no simulator policy plays (``sim_notice``)."""
 
@@ -139,6 +143,9 @@ class Supervisor:
         self.definitions = definitions
         self.project = project
         self.settings = settings
+        # what a run killed before its last scan left is moved out before anything is read as configuration
+        self.swept = sweep_leftovers(project, run_dir.parent)
+        self.guard = Guard(run_dir, project, on_moved=self._quarantined)
         self.claude = load_claude_settings(project) if claude is None else claude
         self.memory = load_memory(project) if memory is None else memory  # read once: forks' prefixes match
         self.hooks = load_hooks(project) if hooks is None else hooks
@@ -220,6 +227,10 @@ class Supervisor:
             )  # fmt: skip
             for note in self._mcp_notices():
                 await self.store.append_event(NOTICE, {"note": note})
+            if self.swept:
+                await self._quarantined(self.swept, "a run killed before its last scan", None)
+            team_file = () if self.team.path.is_dir() else (self.team.path,)
+            await self.guard.watch(self.project, (*self._memory_paths(), *team_file))
             lead = await begin()
             outcome = await lead.done
             for member in list(self.members.values()):
@@ -233,6 +244,7 @@ class Supervisor:
             control.cancel()
             relay.cancel()
             await self.mcp.close()
+            await self._final_scan()
             for member in self.members.values():
                 if member.task is not None and member.task.done() and not member.task.cancelled():
                     member.task.exception()  # said by its outcome; a stopped store is raised by the run
@@ -260,6 +272,38 @@ class Supervisor:
             f" {failed[0].agent} could not start {what} agents: {first.get('reason')}"
         )
         return dataclasses.replace(outcome, reason=f"{outcome.reason}; {said}" if outcome.reason else said)
+
+    async def _final_scan(self) -> None:
+        """The guard's last scan, once every agent's task (and so every process it ran) has ended; a run
+        whose agents are still at work (cancelled) keeps its baseline for the next run's sweep."""
+        tasks = [m.task for m in self.members.values() if m.task is not None and not m.task.done()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=FINAL_SCAN_WAIT_S)
+        if all(m.task is None or m.task.done() for m in self.members.values()):
+            await self.guard.close()
+
+    async def _quarantined(self, moved: list[Moved], cause: str, agent: str | None) -> None:
+        """Record a scan that moved protected paths (``protected.quarantined``), a line for the log."""
+        workspaces = sorted({str(m.workspace) for m in moved})
+        await self.store.append_event(
+            QUARANTINED,
+            {"workspace": ", ".join(workspaces), "cause": cause, "moved": [m.to_json() for m in moved],
+             "note": describe(moved, f"after {cause}, teamrt found that something")},
+            agent=agent,
+        )  # fmt: skip
+
+    def _memory_paths(self) -> tuple[Path, ...]:
+        """The project's memory files the run read and every file they import (found or not, as resolved now):
+        protected for the run, so no agent can put text into the next run's system prompts."""
+        found: list[Path] = []
+        for file in self.memory.files:
+            found.append(file.path)
+            for target in imports(file.text):
+                if not target.startswith("~") and "\0" not in target:
+                    found.append(Path(os.path.normpath(file.path.parent / target)))
+        top = Path(os.path.realpath(self.project))
+        inside = [p for p in found if Path(os.path.realpath(p.parent)).is_relative_to(top)]
+        return tuple(dict.fromkeys(inside))
 
     def _mcp_notices(self) -> list[str]:
         """What the run's MCP configuration left out, and the repository's servers that do not start."""
@@ -322,6 +366,7 @@ class Supervisor:
         if kind == "worktree":
             assert self.worktrees is not None
             checkout = await self.worktrees.create(name, parent)
+            await self.guard.watch(checkout.workspace)
         tools = self._tools_context(kind, parent, checkout)
         await self.store.add_agent(
             name,
@@ -353,10 +398,10 @@ class Supervisor:
         extra = (self.run_dir / "spill",)
         policy = self.team.sandbox
         if parent is None:
-            protected = self._protected(self.project)
+            protected = self._protected(self.project, also=self._memory_paths())
             return ToolContext(
                 workspace=self.project, run_dir=self.run_dir, extra_roots=extra, protected=protected,
-                policy=policy, env=dict(self.claude.env), web=self.team.web,
+                policy=policy, env=dict(self.claude.env), web=self.team.web, guard=self.guard,
             )  # fmt: skip
         if checkout is not None:
             assert self.worktrees is not None
@@ -365,19 +410,21 @@ class Supervisor:
                 env={**self.claude.env, **checkout.env(self.worktrees.repo)},
                 readable=(self.worktrees.repo.git_dir,),
                 writable=checkout.writable, protected=self._protected(checkout.path, checkout.workspace),
-                policy=policy, web=self.team.web,
+                policy=policy, web=self.team.web, guard=self.guard,
             )  # fmt: skip
         return self.members[parent].loop.env.tools  # forks and teammates work where their parent does
 
-    def _protected(self, *roots: Path) -> tuple[Path, ...]:
-        """The protected paths of an agent working in ``roots``: the project's and the repository's too."""
+    def _protected(self, *roots: Path, also: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+        """The protected paths of an agent working in ``roots``: the project's and the repository's too, and
+        ``also`` (the files the run's memory imports)."""
         repo = self.worktrees.repo if self.worktrees is not None else None
         tops = (*roots, self.project, *((repo.root,) if repo is not None else ()))
         return protected_paths(
             tops,
             home=self.run_dir.parent.parent,
             git_dir=repo.git_dir if repo is not None else None,
-            team_file=self.team.path,
+            team_file=None if self.team.path.is_dir() else self.team.path,  # run --agent: the project
+            also=also,
         )
 
     def _spec(
@@ -652,6 +699,7 @@ class Supervisor:
         if record.kind == "worktree" and not ended:
             assert self.worktrees is not None
             checkout = await self.worktrees.restore(record.name, worktree_base(events, record.name))
+            await self.guard.watch(checkout.workspace)
         tools = self._tools_context(record.kind, record.parent, checkout)
         parent = self.members.get(record.parent or "")
         if record.kind == "fork" and parent is not None:

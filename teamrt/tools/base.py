@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .policy import SandboxPolicy, WebPolicy
+
+if TYPE_CHECKING:
+    from .quarantine import Guard
 
 OnProcess = Callable[[int], Awaitable[None]]
 """Called with the pid of each process a tool starts, before the tool waits on it (journaled)."""
@@ -53,6 +56,9 @@ class ToolContext:
     read_denied: Callable[[Path], str | None] | None = None
     """The agent's deny rules for reading: the rule (as written) that forbids reading a canonical path,
     or None. Reads refuse such a path and walks (glob, grep) skip it."""
+    guard: Guard | None = None
+    """The run's check of protected paths (``teamrt.tools.quarantine``): every process that ran in the
+    workspace is followed by a scan that moves out what it created or changed there. None outside a run."""
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,26 @@
 An agent can be steered by anything it reads, so the places that decide what
 runs, and with which rights, are out of its reach:
 
-- teamrt's home (every run's store, mailboxes and worktree metadata, and the
-  agent definitions in ``.teamrt/agents/``);
+- teamrt's home (every run's store, mailboxes and worktree metadata) and the
+  project's top-level ``.teamrt/`` wherever the home is (agent definitions, the
+  team file ``teamrt run`` reads next);
 - ``.git`` (config, hooks, info, refs): a hook or a filter driver planted there
   runs outside any sandbox, at the user's next commit or at teamrt's own git;
 - ``.claude/`` and ``.mcp.json``: agent definitions, settings, hooks and MCP
   servers that the next session loads;
+- the memory files ``CLAUDE.md``, ``CLAUDE.local.md`` and ``AGENTS.md``: prompt
+  text every agent of the next session reads;
 - the run's team file;
 - teamrt's own code and the Python environment it runs from, when they lie in
   a workspace (a project's ``.venv`` with teamrt installed).
 
 ``protected_paths`` lists these for one workspace (the file tools refuse them,
-the sandbox mounts those that exist read-only); ``write_refusal`` also refuses a
-``.git`` or ``.claude`` component or a ``.mcp.json`` anywhere below the workspace,
-so a nested repository or a subproject's settings are covered too.
+the sandbox mounts those that exist read-only); ``write_refusal`` also refuses,
+below the workspace, every path ``protected_in_tree`` names (a ``.git`` or
+``.claude`` component, a ``.mcp.json`` or memory file at any depth, the top
+``.teamrt``), so a nested repository or a subproject's settings are covered too.
+What a process creates there anyway (a path that did not exist to be mounted
+read-only) is moved out by ``teamrt.tools.quarantine``.
 """
 
 from __future__ import annotations
@@ -29,28 +35,37 @@ PROTECTED_DIRS = (".git", ".claude")
 """Directory names protected at any depth of a workspace."""
 PROTECTED_FILES = (".mcp.json",)
 """File names protected at any depth of a workspace."""
-AGENTS_DIR = Path(".teamrt") / "agents"
-"""Where a project keeps teamrt's own agent definitions (protected even when the home is elsewhere)."""
+TEAMRT_DIR = ".teamrt"
+"""A project's own teamrt directory (agent definitions, the team file): protected whole, wherever the home
+is."""
+AGENTS_DIR = Path(TEAMRT_DIR) / "agents"
+"""Where a project keeps teamrt's own agent definitions."""
 MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
 """Memory files: prompt text every agent of the next session reads (their imports are protected by the run
 that loads them)."""
 PROTECTED = (
-    "is protected: no agent may change teamrt's home, .git, .claude, .mcp.json, agent definitions"
-    " or the team file, in any permission mode"
+    "is protected: no agent may change teamrt's home, .git, .claude, .mcp.json, .teamrt, CLAUDE.md,"
+    " AGENTS.md, agent definitions or the team file, in any permission mode"
 )
 
 
 def protected_paths(
-    roots: tuple[Path, ...], *, home: Path, git_dir: Path | None = None, team_file: Path | None = None
+    roots: tuple[Path, ...],
+    *,
+    home: Path,
+    git_dir: Path | None = None,
+    team_file: Path | None = None,
+    also: tuple[Path, ...] = (),
 ) -> tuple[Path, ...]:
     """The canonical protected paths for an agent working in ``roots`` (its workspace, the project and the
-    repository's root): each root's ``.git``, ``.claude``, ``.mcp.json`` and ``.teamrt/agents``, teamrt's
-    ``home``, the repository's common ``git_dir`` and the run's ``team_file``. Paths need not exist."""
+    repository's root): each root's ``.git``, ``.claude``, ``.mcp.json``, ``.teamrt`` and memory files,
+    teamrt's ``home``, the repository's common ``git_dir``, the run's ``team_file`` and ``also`` (the files
+    the run's memory imports). Paths need not exist."""
     found: list[Path] = [_canonical(home)]
     for root in roots:
-        for name in (*PROTECTED_DIRS, *PROTECTED_FILES, str(AGENTS_DIR)):
+        for name in (*PROTECTED_DIRS, *PROTECTED_FILES, TEAMRT_DIR, *MEMORY_FILES):
             found.append(_canonical(root / name))
-    for path in (git_dir, team_file):
+    for path in (git_dir, team_file, *also):
         if path is not None:
             found.append(_canonical(path))
     tops = [_canonical(root) for root in roots]
@@ -63,7 +78,7 @@ def protected_in_tree(path: str | PurePosixPath) -> bool:
     ``.git`` or ``.claude`` component, a ``.mcp.json`` or memory file at any depth, or anything under the
     top-level ``.teamrt`` (agent definitions, team files). A branch that changes one is refused by ``apply``
     and the merge queue; the runtime quarantines one that an agent's process creates."""
-    parts = PurePosixPath(path).parts
+    parts = _parts(path)
     if not parts:
         return False
     return (
@@ -72,6 +87,15 @@ def protected_in_tree(path: str | PurePosixPath) -> bool:
         or parts[-1] in PROTECTED_FILES
         or parts[-1] in MEMORY_FILES
     )
+
+
+def _parts(path: str | PurePosixPath) -> tuple[str, ...]:
+    """``PurePosixPath(path).parts``, without making a path of a string (a scan asks of every entry of a
+    tree)."""
+    if not isinstance(path, str):
+        return path.parts
+    parts = tuple(part for part in path.split("/") if part and part != ".")
+    return ("/", *parts) if path.startswith("/") else parts
 
 
 def _installation() -> tuple[Path, ...]:
@@ -89,13 +113,8 @@ def write_refusal(path: Path, workspace: Path, protected: tuple[Path, ...]) -> s
         # a worktree agent's workspace lies in teamrt's home: the home protects all of itself but that
         if path.is_relative_to(top) and not (inside and root.is_relative_to(top) and root != top):
             return PROTECTED
-    if inside:
-        parts = path.relative_to(root).parts
-        for name in PROTECTED_DIRS:
-            if name in parts[:-1] or (parts and parts[-1] == name):
-                return PROTECTED
-        if parts and parts[-1] in PROTECTED_FILES:
-            return PROTECTED
+    if inside and protected_in_tree(PurePosixPath(*path.relative_to(root).parts)):
+        return PROTECTED
     return None
 
 
