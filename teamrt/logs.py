@@ -3,6 +3,8 @@
 Reads only, through the store's reader, like ``teamrt show``. ``follow`` and
 ``format_event`` are public: a command that starts a run shows its progress
 with them. ``logs --json`` prints ``event_json`` instead: one JSON object a line.
+An event holds agent data (a reason, a task's subject, a hook's command): both
+are made safe for a terminal here (``terminal.clean_line``, ``clean_json``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .store import EventRecord, RunNotFound, StoreError
 from .store.engine import is_postgres, server_url
 from .store.notify import COMMITS, Listener
 from .store.records import MERGE_STATUSES
+from .terminal import clean_json, clean_line
 from .tools.todo import TODOS_EVENT
 
 LINE_CHARS = 160
@@ -31,18 +34,20 @@ OUTPUT_LOG = "output.log"  # a detached run's stdout and stderr, in its run dire
 
 
 def format_event(event: EventRecord, started: float) -> str:
-    """``+12.3s  lead          agent.status     failed: out of budget``, at most ``LINE_CHARS``."""
+    """``+12.3s  lead          agent.status     failed: out of budget``, at most ``LINE_CHARS``, safe for
+    a terminal."""
     head = (
-        f"{f'+{max(0.0, event.at - started):.1f}s':>8}  {event.agent or 'run':<{AGENT_WIDTH}}"
-        f"  {event.kind:<{KIND_WIDTH}}"
+        f"{f'+{max(0.0, event.at - started):.1f}s':>8}  {clean_line(event.agent or 'run'):<{AGENT_WIDTH}}"
+        f"  {clean_line(event.kind):<{KIND_WIDTH}}"
     )
-    line = f"{head}  {describe_event(event)}".rstrip()
+    line = clean_line(f"{head}  {describe_event(event)}").rstrip()
     return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 3] + "..."
 
 
 def event_json(event: EventRecord, started: float) -> str:
     """The event as one line of JSON: ``{"id", "at", "elapsed_s", "agent", "kind", "data", "summary"}``
-    (``at`` ISO 8601 UTC; ``agent`` null for the run's own; ``summary`` what ``format_event`` says)."""
+    (``at`` ISO 8601 UTC; ``agent`` null for the run's own; ``summary`` what ``format_event`` says), with
+    nothing a terminal would act on (``clean_json``: the same values, escaped)."""
     said = {
         "id": event.id,
         "at": runs.iso_time(event.at),
@@ -52,7 +57,7 @@ def event_json(event: EventRecord, started: float) -> str:
         "data": event.data,
         "summary": describe_event(event),
     }
-    return json.dumps(said, ensure_ascii=False, default=str)
+    return clean_json(json.dumps(said, ensure_ascii=False, default=str))
 
 
 def follow(

@@ -17,6 +17,7 @@ from pathlib import Path
 from . import logs, runs
 from .runtime.asking import ASK
 from .store import EventRecord
+from .terminal import clean
 
 KINDS = frozenset({
     "run.resumed", "agent.added", "agent.status", "spawn", "spawn.failed", "sim.unplayed", "task.created",
@@ -42,14 +43,16 @@ def shown(event: EventRecord) -> bool:
 
 
 def line(event: EventRecord, started: float, run_id: str) -> str:
-    """The event as ``teamrt logs`` prints it; an ask that waits for a person adds how to answer it."""
+    """The event as ``teamrt logs`` prints it; an ask that waits for a person adds how to answer it. Safe
+    for a terminal (``terminal.clean``): an event holds agent data."""
     if event.kind == "sim.unplayed" and isinstance(event.data.get("note"), str):
-        return str(event.data["note"])  # in full: it says what the run will not do
+        return clean(str(event.data["note"]))  # in full: it says what the run will not do
     said = logs.format_event(event, started)
     wait = event.data.get("wait_s")
     if event.kind == ASK and isinstance(wait, int | float) and wait > 0:
-        said += f"\n{'':>8}  answer it: teamrt answer {run_id} {event.data.get('id', '?')} allow|deny"
-    return said
+        ask = " ".join(str(event.data.get("id", "?")).split())
+        said += f"\n{'':>8}  answer it: teamrt answer {run_id} {ask} allow|deny"
+    return clean(said)
 
 
 @contextmanager
@@ -87,4 +90,4 @@ def _watch(run_dir: Path, run_id: str, out: Out, done: threading.Event, last: in
                     return
                 done.wait(POLL_S)
     except Exception as e:  # a progress line lost must not end the run it watches
-        out(f"teamrt: note: progress lines stopped: {e}")
+        out(clean(f"teamrt: note: progress lines stopped: {e}"))

@@ -2,7 +2,9 @@
 
 ``ls`` and ``show`` print text, or with ``--json`` the same facts as JSON
 (``summary_json``, ``show_json``): machine-readable, every cost in USD with a
-``simulated`` flag, times in ISO 8601 UTC.
+``simulated`` flag, times in ISO 8601 UTC. What their text shows is agent data
+(answers, task subjects, reasons, branches): ``render_ls`` and ``render_show``
+return it through ``terminal.clean_line``, a table's cells before they are aligned.
 
 Reads go through the store's read-only reader; the only writes are mail
 (docs/architecture.md, Data flow 6: an onlooker acts by sending mail). A run recorded
@@ -49,6 +51,7 @@ from .store.engine import DB_FILE, run_file, server_url
 from .store.engine import describe as describe_store
 from .store.errors import database_reason
 from .store.ownership import host_identity
+from .terminal import clean, clean_line
 from .tools.sandbox import SANDBOX_EVENT, describe
 
 CRASHED = "crashed"
@@ -290,11 +293,11 @@ def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = N
             rows.append((s.id, s.status, age, "", "", "", s.problem))
             continue
         agents = f"{s.agents}, {s.running} running" if s.running else str(s.agents)
-        task = _clip((s.task.strip().splitlines() or [""])[0], TASK_CHARS)
+        task = _clip((_lines(s.task) or [""])[0], TASK_CHARS)
         status = s.status + (f" ({s.owner})" if s.owner else "")
         cost = spent_text(s.usage.cost_usd, s.budget_usd, s.simulated)
         rows.append((s.id, status, age, agents, cost, f"{s.usage.total_tokens:,}", task))
-    return table(rows, right=(4, 5))
+    return [clean_line(line) for line in table(rows, right=(4, 5))]
 
 
 def summary_json(s: RunSummary) -> dict[str, Any]:
@@ -383,7 +386,14 @@ def render_show(
     run_dir: Path, run_id: str, now: float | None = None, *, full: bool = False, prices: Prices | None = None
 ) -> list[str]:
     """The run's header, its agent tree, each agent's last answer and the task list; ``full``: answers
-    and tasks whole, else cut to ``SHOWN_LINES`` lines; ``prices``: also its cost at those prices."""
+    and tasks whole, else cut to ``SHOWN_LINES`` lines; ``prices``: also its cost at those prices. Each
+    line is safe for a terminal (``clean_line``)."""
+    return [clean_line(line) for line in _show_lines(run_dir, run_id, now, full=full, prices=prices)]
+
+
+def _show_lines(
+    run_dir: Path, run_id: str, now: float | None, *, full: bool, prices: Prices | None
+) -> list[str]:
     now = time.time() if now is None else now
     shown = read_shown(run_dir, run_id)
     run, status = shown.run, shown.status
@@ -850,14 +860,21 @@ def duration_text(seconds: float) -> str:
 def _first_lines(text: str, more: str) -> list[str]:
     """The first ``SHOWN_LINES`` lines of ``text``, each cut to ``LINE_CHARS``; when lines were left
     out, a last line says how many and the command that shows them (``more``)."""
-    lines = [_clip(line, LINE_CHARS) for line in text.strip().splitlines()]
+    lines = [_clip(line, LINE_CHARS) for line in _lines(text)]
     if len(lines) > SHOWN_LINES:
         return [*lines[:SHOWN_LINES], f"... ({len(lines) - SHOWN_LINES} more lines: {more})"]
     return lines
 
 
 def _whole(text: str) -> list[str]:
-    return text.strip().splitlines()
+    return _lines(text)
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines, made safe for a terminal first (``clean``): only a newline ends a line, and a
+    lone carriage return shows as U+FFFD where a terminal would have drawn over the line's start."""
+    said = clean(text).strip()
+    return said.split("\n") if said else []
 
 
 def _clip(text: str, limit: int) -> str:
@@ -865,7 +882,9 @@ def _clip(text: str, limit: int) -> str:
 
 
 def table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
-    """Rows as aligned columns (``right`` ones right-aligned); the last column is never padded."""
+    """Rows as aligned columns (``right`` ones right-aligned); the last column is never padded. Each
+    cell is made safe for a terminal first (``clean_line``): its width is what the terminal shows."""
+    rows = [tuple(clean_line(cell) for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:

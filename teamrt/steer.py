@@ -23,6 +23,7 @@ from .store import RunRecord, owner_alive
 from .store.engine import server_url
 from .store.notify import ACKS, Listener
 from .store.ownership import host_identity
+from .terminal import clean_line
 
 MAILBOX_DIR = "mailbox"
 SPILL_DIR = "spill"
@@ -31,7 +32,8 @@ MAX_REMOTE_BYTES = 1024 * 1024  # a message left in the database; the owner spil
 
 
 class SteerError(Exception):
-    """A message that cannot go, or that the owner refused; one line for the user."""
+    """A message that cannot go, or that the owner refused; one line for the user, safe for a terminal
+    (what it quotes of the database, an owner's host and its outcome, goes through ``clean_line``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +95,8 @@ def _leave(run: RunRecord, msg: Message) -> Sent:
             record = steering.outcome_of(url, steering_id)
             if record is not None and record.outcome is not None:
                 if record.outcome != steering.DELIVERED:
-                    raise SteerError(f"the owner of run {run.id!r} on {host} {record.outcome}")
+                    said = f"the owner of run {run.id!r} on {host} {record.outcome}"
+                    raise SteerError(clean_line(said))
                 return Sent(msg, host, through_database=True)
             left = deadline - time.monotonic()
             if left <= 0:

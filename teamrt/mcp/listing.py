@@ -1,5 +1,7 @@
 """``teamrt mcp``: the configured MCP servers, where each comes from, whether it starts, its state in a run,
-and (only when asked: it starts them) its tools."""
+and (only when asked: it starts them) its tools. A server's tool names, descriptions and errors are its own
+text, and its entry may come with a cloned repository: every line is made safe for a terminal
+(``terminal.clean_line``) in ``describe``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..procs import is_running
+from ..terminal import clean, clean_line
 from ..tools.base import ToolContext
 from ..tools.policy import SandboxPolicy
 from .config import McpConfig, ServerConfig
@@ -40,7 +43,7 @@ def describe(
         lines.insert(
             0, "no MCP servers configured (.mcp.json, ~/.claude.json, the team file's [mcp.servers])"
         )
-    return lines
+    return [clean_line(line) for line in lines]
 
 
 def state_in_run(name: str, events: Sequence[Any]) -> str:
@@ -115,5 +118,6 @@ def _scope(server: ServerConfig) -> str:
 
 
 def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    said = clean(text).strip()  # only a newline ends a line: a lone CR shows as U+FFFD
+    line = clean_line(said.split("\n")[0]) if said else ""
     return line if len(line) <= 100 else line[:97] + "..."

@@ -25,7 +25,7 @@ from textual.strip import Strip
 
 from ..models.registry import is_sim
 from ..runs import money
-from .look import name_text, status_text, tokens_text
+from .look import name_text, plain, status_text, tokens_text
 from .state import AgentRow
 
 COLUMNS = ("agent", "kind", "role", "model", "status", "turns", "tokens", "cache", "cost", "activity")
@@ -41,17 +41,19 @@ GIVEN_UP = ("cache", "turns", "kind", "model", "tokens", "role", "cost")
 
 
 def agent_cells(row: AgentRow) -> tuple[Text, ...]:
+    """The row's cells, each on one line with its controls inert (a model's name, an activity that
+    quotes a command: agent data)."""
     return (
         name_text(row.name, row.depth, row.status),
-        Text(row.kind),
-        Text(row.role),
-        Text(row.model),
+        plain(row.kind),
+        plain(row.role),
+        plain(row.model),
         status_text(row.status),
         Text(str(row.turns)),
         Text(tokens_text(row.tokens)),
         Text(f"{row.cache_share:.0%}"),
         Text(money(row.cost_usd, is_sim(row.model))),
-        Text(row.activity),
+        plain(row.activity),
     )
 
 

@@ -19,7 +19,9 @@ from typing import IO, ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 
+from ..terminal import clean, clean_line
 from .dialogs import HelpScreen
 from .run_screen import RunScreen
 from .runs_screen import RunsScreen
@@ -91,6 +93,20 @@ class TeamApp(App[None]):
         if isinstance(self.screen, RunScreen):
             self.pop_screen()
             self.rereads.set()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """A toast. What one says often quotes an agent, a tool or an error (an ask's command, a
+        refusal), so it is never read as markup, whatever ``markup`` says, and its controls are inert."""
+        said, title = clean(message), clean_line(title)
+        super().notify(said, title=title, severity=severity, timeout=timeout, markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

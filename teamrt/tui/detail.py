@@ -20,6 +20,7 @@ from ..runs import describe_call
 from ..runtime.stream import STREAM_DIR
 from ..steer import MAILBOX_DIR
 from ..store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
+from ..terminal import clean
 
 STREAM_TAIL_BYTES = 8192
 PREVIEW_CHARS = 100
@@ -115,10 +116,9 @@ def transcript(turns: list[TurnRecord]) -> list[Line]:
 def _block_lines(role: str, block: dict[str, Any]) -> list[Line]:
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
-        text = block["text"].strip()
-        return [
-            Line("compaction" if role == "compaction" else role, t) for t in text.splitlines() if t.strip()
-        ]
+        text = clean(block["text"]).strip()  # only a newline ends a line: a lone CR shows as U+FFFD
+        said_by = "compaction" if role == "compaction" else role
+        return [Line(said_by, t) for t in text.split("\n") if t.strip()]
     if kind == "tool_use":
         args = block.get("input")
         args = args if isinstance(args, dict) else {}
@@ -134,7 +134,7 @@ def _block_lines(role: str, block: dict[str, Any]) -> list[Line]:
         return [_search_line(block.get("content"))]
     if kind == "tool_result":
         text = _result_text(block.get("content"))
-        body = text.strip().splitlines()
+        body = clean(text).strip().split("\n") if text.strip() else []
         first = preview(body[0], PREVIEW_CHARS) if body else "(no output)"
         said = f"{len(body)} lines: {first}" if len(body) > 1 else first
         return [Line("error" if block.get("is_error") else "result", said, text)]

@@ -1,14 +1,18 @@
-"""Modal screens: type a message, confirm a stop, the help page."""
+"""Modal screens: type a message, confirm a stop, the help page. What they name (an agent) is drawn as
+Text, never read as markup."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
+
+from .look import plain
 
 HELP = """\
 [b]teamrt tui[/b]: watch a team of agents live, and step in by mail.   [dim]esc closes[/dim]
@@ -58,7 +62,8 @@ class MessageDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(f"Message to [b]{self.agent}[/b] (enter sends, esc cancels)")
+            to = plain(self.agent, "bold")
+            yield Label(Text.assemble("Message to ", to, " (enter sends, esc cancels)"))
             text = Input(placeholder="what the agent should know or do", id="message")
             text.cursor_blink = self.blink
             yield text
@@ -71,14 +76,14 @@ class MessageDialog(ModalScreen[str | None]):
 
 
 class ConfirmDialog(ModalScreen[bool]):
-    """A yes/no question; y or enter says yes, n or esc no."""
+    """A yes/no question (Text: never read as markup); y or enter says yes, n or esc no."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y,enter", "answer(True)", "yes"),
         Binding("n,escape", "answer(False)", "no"),
     ]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: Text) -> None:
         super().__init__()
         self.question = question
 

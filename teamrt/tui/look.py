@@ -1,8 +1,13 @@
-"""How statuses, agents and figures look: one place for the TUI's colours and number formats."""
+"""How statuses, agents and figures look: one place for the TUI's colours and number formats, and for
+what makes text from agents safe to draw (``plain``, ``inert``)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from rich.text import Text
+
+from ..terminal import clean, clean_line
 
 STATUS_STYLE = {
     "pending": "dim",
@@ -34,14 +39,37 @@ LINE_MARK = {
 }
 
 
+def plain(text: str, style: str = "") -> Text:
+    """Text from an agent, a tool or the store on one line: never read as markup, its controls inert."""
+    return Text(clean_line(text), style=style)
+
+
+def inert(text: Text, *, one_line: bool = False) -> Text:
+    """``text`` as ``clean`` (``clean_line`` when ``one_line``) leaves it, its styles kept: every panel,
+    table cell and row goes through this before it is drawn, whatever built it."""
+    fix = clean_line if one_line else clean
+    whole = text.plain
+    if fix(whole) == whole:
+        return text
+    cuts = sorted({0, len(whole), *(o for s in text.spans for o in (s.start, s.end) if 0 < o < len(whole))})
+    out = text.blank_copy()
+    for start, end in pairwise(cuts):
+        at, part = len(out), fix(whole[start:end])
+        out.append(part)
+        for span in text.spans:
+            if span.start <= start and span.end >= end:
+                out.stylize(span.style, at, at + len(part))
+    return out
+
+
 def status_text(status: str) -> Text:
-    return Text(status, style=STATUS_STYLE.get(status, ""))
+    return plain(status, STATUS_STYLE.get(status, ""))
 
 
 def name_text(name: str, depth: int, status: str) -> Text:
     """The agent's name indented under its parent; an ended agent's is dimmed."""
     prefix = "  " * (depth - 1) + "└ " if depth else ""
-    return Text(prefix + name, style="dim" if status in ENDED else "bold")
+    return plain(prefix + name, "dim" if status in ENDED else "bold")
 
 
 def tokens_text(n: int) -> str:

@@ -31,6 +31,7 @@ from ..store import StoreError
 from . import actions
 from .agent_list import AgentList
 from .dialogs import ConfirmDialog, MessageDialog
+from .look import plain
 from .screen import TeamScreen
 from .state import RunFollower, RunState
 from .widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
@@ -152,7 +153,7 @@ class RunScreen(TeamScreen):
 
     def on_read_failed(self, message: ReadFailed) -> None:
         said = Text(f"cannot read run {self.run_id}: ", style="bold red")
-        self.query_one(Totals).update(said.append(message.problem, style=""))
+        self.query_one(Totals).update(said.append_text(plain(message.problem)))
 
     def on_state_read(self, message: StateRead) -> None:
         self.state = message.state
@@ -301,7 +302,8 @@ class RunScreen(TeamScreen):
             if yes:
                 self.act(lambda: actions.stop(self.run_dir, self.run_id, agent))
 
-        self.app.push_screen(ConfirmDialog(f"Stop agent [b]{agent}[/b] of run {self.run_id}?"), stop)
+        question = Text.assemble("Stop agent ", plain(agent, "bold"), f" of run {self.run_id}?")
+        self.app.push_screen(ConfirmDialog(question), stop)
 
     def action_answer(self, allow: bool) -> None:
         ask = self._ask()

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from ..runs import CRASHED, RunSummary, SummaryCache, age_text, list_runs, spent_text
+from ..terminal import clean
 from .look import status_text, tokens_text
 from .screen import TeamScreen
 from .widgets import KeyTable
@@ -23,7 +24,7 @@ COLUMNS = ("run", "status", "age", "agents", "cost", "tokens", "task")
 
 
 def _cells(s: RunSummary, now: float) -> tuple[Text | str, ...]:
-    task = s.problem or (s.task.strip().splitlines() or [""])[0]
+    task = s.problem or (clean(s.task).strip().split("\n") or [""])[0]
     return (
         s.id,
         status_text(s.status),

@@ -1,4 +1,8 @@
-"""The run view's parts, each fed a ``RunState`` (or a part of it) on the app's thread."""
+"""The run view's parts, each fed a ``RunState`` (or a part of it) on the app's thread.
+
+Everything they show from the store (names, statuses, transcripts, tool results, branches, diffs) is
+agent data: it is drawn as ``Text``, never read as markup, and goes through ``look.inert`` in
+``Panel.put`` and ``KeyTable.fill`` (one line in a cell), so no control sequence reaches the terminal."""
 
 from __future__ import annotations
 
@@ -13,9 +17,10 @@ from textual.widgets import DataTable, Static
 from ..logs import describe_event
 from ..runs import PendingAsk, age_text, budget_text, describe_call, duration_text, money, simulated
 from ..store import EventRecord, MergeRecord, TaskRecord
+from ..terminal import clean
 from .activity import WAITING
 from .detail import AgentDetail, Line
-from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, tokens_text
+from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, inert, plain, tokens_text
 from .state import RunState
 
 
@@ -40,11 +45,14 @@ class KeyTable(DataTable[Text | str]):
     ) -> None:
         """Replace columns and rows (``(key, cells)``); a column in ``fixed`` has that width."""
         self.clear(columns=True)
+        # a str cell as Text: DataTable would read it as markup; every cell on one line, inert
+        shown = [(key, [inert(c, one_line=True) if isinstance(c, Text) else plain(c) for c in cells])
+                 for key, cells in rows]  # fmt: skip
         for i, column in enumerate(columns):
-            width = fixed.get(column) or max([len(column), *(_cell_len(cells[i]) for _, cells in rows)])
+            width = fixed.get(column) or max([len(column), *(_cell_len(cells[i]) for _, cells in shown)])
             self.add_column(column, key=column, width=width)
-        for key, cells in rows:  # a str cell as Text: DataTable would read it as markup
-            self.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells), key=key)
+        for key, cells in shown:
+            self.add_row(*cells, key=key)
 
     @property
     def cursor_key(self) -> str | None:
@@ -74,7 +82,9 @@ class Panel(Static):
         self._shown: Text | None = None
 
     def put(self, content: Text) -> bool:
-        """Show ``content`` (Text: never read as markup); whether it differed from what was shown."""
+        """Show ``content`` (Text: never read as markup; its controls made inert); whether it differed
+        from what was shown."""
+        content = inert(content)
         if content == self._shown:
             return False
         self._shown = content
@@ -90,16 +100,16 @@ class Totals(Panel):
         run = state.run
         line = Text()
         line.append(f"run {run.id} ", style="bold")
-        line.append(state.status, style=STATUS_STYLE.get(state.status, "bold"))
+        line.append_text(plain(state.status, STATUS_STYLE.get(state.status, "bold")))
         if run.status_reason:
-            line.append(f": {run.status_reason}", style="dim")
+            line.append_text(plain(f": {run.status_reason}", "dim"))
         end = run.finished_at or (run.heartbeat_at if state.status == "crashed" else None) or now
         line.append(
             f"   ran {duration_text(end - run.created_at)}, started {age_text(now - run.created_at)} ago"
         )
         if state.unconfined:  # said before the task, which may be cut
             line.append("   UNCONFINED: commands run without a sandbox", style="bold white on red")
-        line.append(f"   {' '.join(run.task.split())}", style="italic")
+        line.append_text(plain(f"   {' '.join(run.task.split())}", "italic"))
         # what may need the user first: a narrow screen cuts the end of the line
         first, line = line, Text("cost ")
         u = run.usage
@@ -121,7 +131,7 @@ class Totals(Panel):
         counts = state.by_status()
         for i, (status, n) in enumerate(sorted(counts.items(), key=lambda kv: _STATUS_ORDER.get(kv[0], 9))):
             line.append(", " if i else "")
-            line.append(f"{n} {status}", style=STATUS_STYLE.get(status, ""))
+            line.append_text(plain(f"{n} {status}", STATUS_STYLE.get(status, "")))
         prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
         line.append(f"   tokens {tokens_text(u.total_tokens)}")
         if run.budget_tokens:
@@ -150,15 +160,15 @@ class AgentTitle(Panel):
             self.put(Text())
             return
         line = Text()
-        line.append(detail.name, style="bold")
+        line.append_text(plain(detail.name, "bold"))
         line.append("  ")
-        line.append(status, style=STATUS_STYLE.get(status, ""))
+        line.append_text(plain(status, STATUS_STYLE.get(status, "")))
         if detail.status_reason:
-            line.append(f": {detail.status_reason}", style="dim")
+            line.append_text(plain(f": {detail.status_reason}", "dim"))
         if waiting:
             line.append("  ")
             line.append(f"{WAITING}: a/d", style="bold black on yellow")
-        line.append(f"  {detail.kind} agent", style="dim")
+        line.append_text(plain(f"  {detail.kind} agent", "dim"))
         line.no_wrap = True
         line.overflow = "ellipsis"
         self.put(line)
@@ -179,11 +189,10 @@ class Transcript(Panel):
         if streaming:
             _line(text, Line("streaming", streaming), unfolded)
         for ask in asks:
-            text.append(
-                f"\n? {WAITING} to run {describe_call(ask.tool, ask.input)}: {ask.reason} "
-                "(a approves, d denies)",
-                style="bold black on yellow",
-            )
+            text.append("\n")
+            call = describe_call(ask.tool, ask.input)
+            said = f"? {WAITING} to run {call}: {ask.reason} (a approves, d denies)"
+            text.append_text(plain(said, "bold black on yellow"))
         if not detail.transcript:
             text.append("(nothing yet)", style="dim")
         return self.put(text)
@@ -193,9 +202,10 @@ def _line(text: Text, line: Line, unfolded: bool) -> None:
     if text:
         text.append("\n")
     text.append(LINE_MARK.get(line.kind, ""), style="dim")
-    text.append(line.text, style=LINE_STYLE.get(line.kind, ""))
-    if unfolded and line.more:
-        text.append("\n" + "\n".join("    " + part for part in line.more.splitlines()), style="dim")
+    text.append_text(plain(line.text, LINE_STYLE.get(line.kind, "")))
+    if unfolded and line.more:  # cleaned before Rich sees it: Rich would drop a CR or a BEL unseen
+        more = "\n".join("    " + part for part in clean(line.more).splitlines())
+        text.append("\n" + more, style="dim")
 
 
 class MailView(Panel):
@@ -210,11 +220,13 @@ class MailView(Panel):
         )
         for letter in detail.inbox:
             when = "unread" if letter.at is None else f"{age_text(now - letter.at)} ago"
-            text.append(f"\n  {when:>8}  from {letter.peer:<14} {letter.kind:<8} {letter.summary}")
+            text.append("\n")
+            text.append_text(plain(f"  {when:>8}  from {letter.peer:<14} {letter.kind:<8} {letter.summary}"))
         text.append(f"\n\noutbox: {len(detail.outbox)}", style="bold")
         for letter in detail.outbox:
             when = f"{age_text(now - letter.at)} ago" if letter.at else ""
-            text.append(f"\n  {when:>8}  to   {letter.peer:<14} {letter.kind:<8} {letter.summary}")
+            text.append("\n")
+            text.append_text(plain(f"  {when:>8}  to   {letter.peer:<14} {letter.kind:<8} {letter.summary}"))
         self.put(text)
 
 
@@ -223,8 +235,10 @@ class WorktreeView(Panel):
         if detail is None or detail.kind != "worktree":
             self.put(Text("not a worktree agent", style="dim"))
             return
-        text = Text()
-        text.append(f"branch     {detail.branch or '-'}\nworktree   {detail.workspace or '-'}\n")
+        text = plain(f"branch     {detail.branch or '-'}")
+        text.append("\n")
+        text.append_text(plain(f"worktree   {detail.workspace or '-'}"))
+        text.append("\n")
         merge = next((m for m in merges if m.agent == detail.name), None)
         if merge is not None:
             said = f"merge      {merge.status}, attempt {merge.attempts}"
@@ -232,7 +246,7 @@ class WorktreeView(Panel):
             text.append(
                 said + "\n", style=STATUS_STYLE.get("done" if merge.status == "merged" else "merging", "")
             )
-        text.append("\n" + detail.diff_stat)
+        text.append("\n" + clean(detail.diff_stat))
         self.put(text)
 
 
@@ -254,9 +268,9 @@ class TaskTable(KeyTable):
 def _event_line(event: EventRecord, started: float) -> Text:
     """``+12.3s coder-1 merge.merged attempt 1, ...``: ``teamrt logs``'s line, narrower."""
     line = Text(f"+{max(0.0, event.at - started):.1f}s ", style="dim")
-    line.append(f"{event.agent or 'run'} ", style="bold")
-    line.append(f"{event.kind} ", style=EVENT_STYLE.get(event.kind.split(".")[0], ""))
-    line.append(describe_event(event))
+    line.append_text(plain(f"{event.agent or 'run'} ", "bold"))
+    line.append_text(plain(f"{event.kind} ", EVENT_STYLE.get(event.kind.split(".")[0], "")))
+    line.append_text(plain(describe_event(event)))
     return line
 
 
