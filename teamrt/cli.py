@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from . import __version__
 from .mailbox import MailboxError
 from .settings import SettingsError
+from .terminal import clean, clean_json, clean_line
 
 if TYPE_CHECKING:
     from .agents import AgentDefinition
@@ -221,15 +222,22 @@ def build_parser() -> argparse.ArgumentParser:
     agents.add_argument("--json", action="store_true", help="print the agents as one JSON object")
     trust = commands.add_parser(
         "trust",
-        help="let this repository's hooks (.claude/settings.json) run, as they are now",
-        description="Hooks in .claude/settings.json and .claude/settings.local.json are commands that came"
-        " with the repository, so teamrt runs them only after you trusted them: read them, then run teamrt"
-        " trust at the top of the repository. It records, outside the repository, a hash of those hooks"
-        " as they are now; a change to them stops them until you trust them again. Your own hooks"
-        " (~/.claude/settings.json) need no trust. Every hook runs in the sandbox of Bash.",
+        help="let this repository's hooks, MCP servers and allow rules count, as they are now",
+        description="Hooks and permissions.allow rules in .claude/settings.json (and a tracked"
+        " .claude/settings.local.json), and the servers of .mcp.json and of the repository's agent files,"
+        " came with the repository, so teamrt runs and counts them only after you trusted them. teamrt"
+        " trust, at the top of the repository, first shows each of them exactly (control characters"
+        " written as escapes), asks you when it runs in a terminal, then records outside the repository a"
+        " hash of them as they are now; a change to them stops them until you trust them again. Your own"
+        " settings (~/.claude/settings.json) need no trust. Every hook runs in the sandbox of Bash.",
+    )
+    trust.add_argument(
+        "--yes", action="store_true", help="record the trust without asking, after showing what it covers"
     )
     trusting = trust.add_mutually_exclusive_group()
-    trusting.add_argument("--revoke", action="store_true", help="stop trusting this repository's hooks")
+    trusting.add_argument(
+        "--revoke", action="store_true", help="stop trusting this repository's hooks, servers and allow rules"
+    )
     trusting.add_argument(
         "--list", action="store_true", help="list the repositories whose hooks you trusted, and whether"
         " that trust still holds"
@@ -327,10 +335,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="bring a finished run's integration branch onto your current branch",
         description="Fast-forward your current branch to the run's integration branch (teamrt/RUN),"
         " or merge it when your branch has moved on (after you confirm, or with --yes). Refused when"
-        " your working tree has uncommitted changes; a conflicting merge is undone.",
+        " your working tree has uncommitted changes; a conflicting merge is undone. First it lists every"
+        " protected path the run's commits change (.claude, .mcp.json, CLAUDE.md, AGENTS.md, .teamrt,"
+        " the team file), symlink leaving the tree and hidden index entry, and refuses unless each such"
+        " path is named with --allow-protected.",
     )
     apply.add_argument("run", metavar="RUN", help="the run's id")
     apply.add_argument("--yes", action="store_true", help="make a merge commit without asking")
+    apply.add_argument(
+        "--allow-protected", action="append", default=[], metavar="PATH",
+        help="take the run's changes to this protected path (repeatable); its changes are shown first",
+    )  # fmt: skip
     gc = commands.add_parser(
         "gc",
         help="remove the worktrees and branches of finished runs",
@@ -364,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
     except (MailboxError, SettingsError, OSError) as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        _error(e)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("teamrt: interrupted", file=sys.stderr)
@@ -428,7 +443,7 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         return teams.run(args.which, tree=args.tree)
     except ExamplesError as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        _error(e)
         return EXIT_FAILED
 
 
@@ -471,7 +486,7 @@ def _run_one(args: argparse.Namespace) -> int:
             )  # fmt: skip
         return _foreground(lambda: asyncio.run(work), run_id, args)
     except _run_errors() as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        _error(e)
         return EXIT_FAILED
 
 
@@ -523,7 +538,15 @@ def _foreground(work: Callable[[], RunSummary], run_id: str, args: argparse.Name
 
 
 def _notice(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """A line (or lines) on stderr: a run's progress and notes, which quote agent data, made safe for a
+    terminal."""
+    print(clean(line), file=sys.stderr, flush=True)
+
+
+def _error(said: object) -> None:
+    """``teamrt: <said>`` on stderr, on one line safe for a terminal: an error may quote agent data (a
+    file's name, a branch, a reason, an owner's host)."""
+    print(f"teamrt: {clean_line(str(said))}", file=sys.stderr)
 
 
 def _warning(line: str) -> None:
@@ -550,7 +573,7 @@ def _report(result: RunSummary, args: argparse.Namespace) -> int:
             "integration_branch": result.integration if result.merged else None, "merged": result.merged,
         }))  # fmt: skip
     elif outcome.answer:
-        print(outcome.answer)
+        print(clean(outcome.answer))  # the model's words: never instructions to the terminal
     if not args.quiet and not args.json:
         share = result.cache_read_tokens / prompt_tokens if prompt_tokens else 0.0
         budget = f" of ${result.budget_usd:.2f}" if result.budget_usd is not None else ""
@@ -566,7 +589,7 @@ def _report(result: RunSummary, args: argparse.Namespace) -> int:
                 f" teamrt apply {result.run_id} brings it onto your branch"
             )
     if outcome.status != "done":
-        print(f"teamrt: the lead {outcome.status}: {outcome.reason}", file=sys.stderr)
+        _error(f"the lead {outcome.status}: {outcome.reason}")
         return EXIT_FAILED
     if outcome.reason and not args.json:  # done, but not all went to plan (a spawn failed)
         _notice(f"teamrt: note: {outcome.reason}")
@@ -597,7 +620,7 @@ def _tui(run_id: str | None) -> int:
         try:
             home.existing_run_dir(run_id)
         except home.UnknownRun as e:
-            print(f"teamrt: {e}", file=sys.stderr)
+            _error(e)
             return EXIT_FAILED
     from .tui.app import TeamApp
 
@@ -655,7 +678,7 @@ def _start_detached(
             break
         if code is not None:
             tail = output.read_text(encoding="utf-8", errors="replace").splitlines()[-TAIL_LINES:]
-            print(*tail, sep="\n", file=sys.stderr)
+            print(*(clean_line(line) for line in tail), sep="\n", file=sys.stderr)
             said = f"teamrt: run {run_id} did not start (exit {code}); its output is in {output}"
             print(said, file=sys.stderr)
             return EXIT_FAILED
@@ -734,7 +757,7 @@ def _resume(args: argparse.Namespace) -> int:
         work = resume_run(args.run, on_notice=notice)
         return _foreground(lambda: asyncio.run(work), args.run, args, after=after)
     except errors as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        _error(e)
         return EXIT_FAILED
 
 
@@ -816,7 +839,7 @@ def _inspect(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
     except (home.UnknownRun, runs.RunsError, StoreError) as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        _error(e)
         return EXIT_FAILED
     return 0
 
@@ -834,14 +857,15 @@ def _said_through(sent: Any, run_id: str) -> None:
             f"left in the database for run {run_id!r}; its owner on {sent.owner_host} has not taken it"
             " yet (it will when it reads again)"
         )
-    print(f"teamrt: note: {line}", file=sys.stderr)
+    print(f"teamrt: note: {clean_line(line)}", file=sys.stderr)
 
 
 def _print_json(value: object) -> None:
-    """``value`` as JSON on stdout, the whole of what a ``--json`` command prints there."""
+    """``value`` as JSON on stdout, the whole of what a ``--json`` command prints there; nothing in it that
+    a terminal would act on (``clean_json``: the same values, escaped)."""
     import json
 
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    print(clean_json(json.dumps(value, indent=2, ensure_ascii=False, default=str)))
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -857,7 +881,7 @@ def _logs(args: argparse.Namespace) -> int:
             run_dir, args.run, lambda line: print(line, flush=True), follow=args.follow, render=render
         )
     except (home.UnknownRun, runs.RunsError, StoreError) as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        _error(e)
         return EXIT_FAILED
     if not args.follow:
         return 0
@@ -869,6 +893,7 @@ def _git_command(args: argparse.Namespace) -> int:
     """``apply`` and ``gc``: a run's branches and worktrees in the user's repository."""
     from . import home, runs
     from .store import StoreError
+    from .worktree import apply as applying
     from .worktree.apply import ApplyError, apply, collect, plan_apply
     from .worktree.git import GitError
 
@@ -881,7 +906,7 @@ def _git_command(args: argparse.Namespace) -> int:
                     with runs.reading(run_dir, summary.id) as reader:
                         run, agents = reader.run(), reader.agents()
                     for line in collect(run, run_dir, agents, force=args.force, dry_run=args.dry_run):
-                        print(line)
+                        print(clean_line(line))  # a branch's name is the agent's choice
                         said += 1
             if not said:
                 print("nothing to collect: no finished run has worktrees or branches left")
@@ -894,7 +919,13 @@ def _git_command(args: argparse.Namespace) -> int:
         status = runs.run_status(run)
         if status in ("running", runs.CRASHED):
             raise ApplyError(f"run {run.id} is {status}; apply it once it has ended")
-        plan = plan_apply(run)
+        plan = plan_apply(run, run_dir)
+        for line in applying.listing(plan):
+            print(line)
+        applying.check_allowed(plan, args.allow_protected)
+        shown = applying.allowed_changes(plan, args.allow_protected)
+        if shown:
+            print(f"the changes you allowed, to {', '.join(sorted(args.allow_protected))}:\n{shown}")
         if plan.how == "merge" and not args.yes:
             question = (
                 f"{plan.branch} has moved on since run {run.id} started; merge {plan.integration} into it?"
@@ -946,10 +977,13 @@ def _list_agents(as_json: bool = False) -> int:
         refused = f" (not {', '.join(d.disallowed_tools)})" if d.disallowed_tools else ""
         return d.name, d.scope, one_line(d.model or "inherit"), tools(d.tools) + refused, where(d.source)
 
+    # a repository's agent files are someone else's text: every cell made safe for a terminal, then aligned
     rows = [("agent", "scope", "model", "tools", "file"), *map(row, scan.definitions.values())]
+    rows = [tuple(clean_line(cell) for cell in r) for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
-        print("  ".join(f"{cell:{width}}" for cell, width in zip(r, widths, strict=False)) + f"  {r[-1]}")
+        line = "  ".join(f"{cell:{width}}" for cell, width in zip(r, widths, strict=False)) + f"  {r[-1]}"
+        print(clean_line(line))
     replaced = [f"{d.name} ({d.scope}): {where(d.source)}" for d in scan.overridden]
     loaded = [line for d in scan.definitions.values() for line in d.warnings]
     sections = (
@@ -960,65 +994,79 @@ def _list_agents(as_json: bool = False) -> int:
     for title, lines in sections:
         if lines:
             print(f"\n{title}:")
-            print(*(f"  {line}" for line in lines), sep="\n")
+            print(*(f"  {clean_line(line)}" for line in lines), sep="\n")
     return 0
 
 
 def _trust(args: argparse.Namespace) -> int:
-    """``trust``: record (or revoke, or list) the person's trust in the repository's hooks and MCP servers."""
-    import json
-
+    """``trust``: record (or revoke, or list) the person's trust in the repository's hooks, MCP servers
+    and allow rules. What it would trust is shown, escaped, before anything is recorded; a file that
+    cannot be read exactly (a duplicate JSON key) is refused in one line, and nothing recorded."""
     from . import home
-    from .agents import load_definitions
     from .claudecode import trust
-    from .claudecode.hooks import parse_hooks
     from .claudecode.settings import SettingsError as ClaudeSettingsError
-    from .claudecode.settings import read_settings_files
-    from .mcp.config import repository_servers
+    from .terminal import clean_line
 
     try:
         if args.list:
             entries = sorted(trust.trusted_projects().values(), key=lambda t: t.project)
             for entry in entries:
-                print(f"{entry.project}  trusted {entry.trusted_at}: {trust.trust_state(entry)}")
+                line = f"{entry.project}  trusted {entry.trusted_at}: {trust.trust_state(entry)}"
+                print(clean_line(line))
             if not entries:
-                print("no repository's hooks are trusted (teamrt trust in one trusts its hooks)")
+                print("no repository is trusted (teamrt trust in one trusts what came with it)")
             return 0
         project = home.project_root()
         if args.revoke:
             said = "no longer trusts" if trust.revoke(project) else "had no trust recorded for"
-            print(f"teamrt {said} the hooks and MCP servers of {project}")
+            print(clean_line(f"teamrt {said} the hooks, MCP servers and allow rules of {project}"))
             return 0
-        files = read_settings_files(project)
-        digest = trust.hooks_digest(files)
-        problems: list[str] = []
-        servers = repository_servers(project, load_definitions(project).values(), problems)
-        for problem in problems:
-            print(f"teamrt: warning: {problem}", file=sys.stderr)
-        mcp = trust.mcp_digest(servers)
-        if digest is None and mcp is None:
-            print(f"nothing to trust: {project}/.claude/settings.json and settings.local.json have no hooks,"
-                  " and the project has no MCP servers (.mcp.json, agent files' mcpServers)")  # fmt: skip
-            return 0
-        parsed = parse_hooks(files)
-        for problem in parsed.problems:
-            print(f"teamrt: warning: {problem}", file=sys.stderr)
-        trust.trust(project, digest, mcp)
+        return _trust_project(project, yes=args.yes)
     except (ClaudeSettingsError, trust.TrustError) as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        print(clean_line(f"teamrt: {e}"), file=sys.stderr)
         return EXIT_FAILED
-    if digest is not None:
-        print(f"teamrt trusts the hooks of {project} as they are now; they run in its runs:")
-        for hook in parsed.scoped(*trust.REPOSITORY_SCOPES).hooks:
-            on = f" [{hook.matcher}]" if hook.matcher else ""
-            command = "\n    ".join(hook.command.strip().splitlines())
-            print(f"  {hook.event}{on} ({hook.scope}): {command}")
-    if mcp is not None:
-        print(f"teamrt trusts the MCP servers of {project} as they are now; they may start in its runs:")
-        for place, kept in servers.items():
-            for written in kept if isinstance(kept, list) else [kept]:
-                for name, server in written.items():
-                    print(f"  {name} ({place}): {json.dumps(server, ensure_ascii=False)[:300]}")
+
+
+def _trust_project(project: Path, *, yes: bool) -> int:
+    """Show what ``project`` would have trusted, ask (in a terminal, unless ``yes``), then record it."""
+    from .agents import load_definitions
+    from .claudecode import trust
+    from .claudecode.settings import read_settings_files
+    from .mcp.config import repository_servers
+    from .terminal import clean_line
+
+    files = read_settings_files(project)
+    problems: list[str] = []
+    servers = repository_servers(project, load_definitions(project).values(), problems)
+    if problems:  # trusting what could not be read whole would trust something else than it shows
+        for problem in problems:
+            print(clean_line(f"teamrt: {problem}"), file=sys.stderr)
+        print("teamrt: nothing trusted; fix the files above, then run teamrt trust again", file=sys.stderr)
+        return EXIT_FAILED
+    digest, mcp, allow = trust.hooks_digest(files), trust.mcp_digest(servers), trust.allow_digest(files)
+    if digest is None and mcp is None and allow is None:
+        print(clean_line(
+            f"nothing to trust: {project}/.claude/settings.json and settings.local.json have no hooks or"
+            " allow rules, and the project has no MCP servers (.mcp.json, agent files' mcpServers)"
+        ))  # fmt: skip
+        return 0
+    parsed = trust.every_hook(files)
+    for problem in parsed.problems:
+        print(clean_line(f"teamrt: warning: {problem}"), file=sys.stderr)
+    print(*trust.trust_report(project, files, parsed, servers), sep="\n", flush=True)
+    if not yes and sys.stdin is not None and sys.stdin.isatty():
+        try:
+            answer = input("Trust all of the above as it is now? [y/N] ").strip().lower()
+        except (EOFError, KeyboardInterrupt):
+            answer = ""
+        if answer not in ("y", "yes"):
+            print("nothing trusted")
+            return EXIT_FAILED
+    trust.trust(project, digest, mcp, allow)
+    where = clean_line(str(project))
+    for what, recorded in (("hooks", digest), ("MCP servers", mcp), ("allow rules", allow)):
+        if recorded is not None:
+            print(f"teamrt trusts the {what} of {where} as they are now")
     print("A change to them stops them until you trust them again; teamrt trust --revoke takes this back.")
     return 0
 
@@ -1028,7 +1076,7 @@ def _mcp(args: argparse.Namespace) -> int:
     from . import home
     from .agents import load_definitions
     from .mcp import listing
-    from .mcp.config import load_mcp_config
+    from .mcp.config import load_mcp_config, mcp_allowed
     from .runtime.teamfile import TeamFileError, load_team_file, team_from_json
     from .runtime.teamrun import team_file_of
     from .store import StoreError, open_reader
@@ -1050,13 +1098,17 @@ def _mcp(args: argparse.Namespace) -> int:
             team = load_team_file(team_file_of(project), project=project)
         servers = team.mcp_servers if team is not None else {}
         source = str(team.path) if team is not None else "team file"
-        config = load_mcp_config(project, servers, load_definitions(project).values(), team_source=source)
+        allowed_env, private_hosts = mcp_allowed(team)
+        config = load_mcp_config(
+            project, servers, load_definitions(project).values(), team_source=source,
+            allowed_env=allowed_env, private_hosts=private_hosts,
+        )  # fmt: skip
         tools = None
         if args.tools:
             policy = team.sandbox if team is not None else None
             tools = listing.list_tools(config, listing.listing_context(project, run_dir, policy))
     except (home.UnknownRun, StoreError, TeamFileError) as e:
-        print(f"teamrt: {e}", file=sys.stderr)
+        _error(e)
         return EXIT_FAILED
     print("\n".join(listing.describe(config, events=events, tools=tools)))
     return 0

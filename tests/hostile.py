@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from teamrt.agents import load_definitions
 from teamrt.models import ModelRequest, Reply, ScriptedModel
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import RoleSpec, TeamFile, team_to_json
-from teamrt.store import create_store
+from teamrt.store import create_store, open_reader
 from teamrt.tools.policy import SandboxPolicy
 
 Call = tuple[str, dict[str, Any]]
@@ -63,7 +64,12 @@ class Scene:
     user_home: Path = field(init=False)
     """``$HOME`` during the run: ``.ssh/id_rsa``, ``.gitconfig``."""
     runs: int = 0
+    supervisor: Supervisor | None = None
+    """The latest run's supervisor (what it read: ``supervisor.claude`` holds the settings' warnings)."""
     _before: dict[str, tuple[int, str]] = field(default_factory=dict)
+    _home: Path | None = None
+    model: ScriptedModel | None = None
+    """The scripted model of the latest run ``attack`` made (its requests: what the lead was shown)."""
 
     def __post_init__(self) -> None:
         self.project = self.root / "project"
@@ -90,8 +96,26 @@ class Scene:
 
     @property
     def home(self) -> Path:
-        """teamrt's home: ``project/.teamrt``."""
-        return self.project / ".teamrt"
+        """teamrt's home: ``project/.teamrt``, or where ``home_elsewhere`` moved it."""
+        return self._home or self.project / ".teamrt"
+
+    def home_elsewhere(self) -> Path:
+        """Move teamrt's home out of the project and point ``TEAMRT_HOME`` at it, as a person may: the
+        project then has no ``.teamrt`` for the sandbox to mount read-only."""
+        target = self.root / "teamrt-home"
+        shutil.move(self.project / ".teamrt", target)
+        self._home = target
+        self.monkeypatch.setenv("TEAMRT_HOME", str(target))
+        return target
+
+    def events(self, kind: str, run: str | None = None) -> list[dict[str, Any]]:
+        """The data of the events of ``kind`` that run ``run`` (default: the latest ``attack``'s) recorded."""
+        name = run or self.run_dir.name
+        reader = open_reader(self.home / "runs" / name, name)
+        try:
+            return [event.data for event in reader.events(kinds=(kind,))]
+        finally:
+            reader.close()
 
     @property
     def other_store(self) -> Path:
@@ -106,14 +130,15 @@ class Scene:
     def attack(
         self,
         *turns: Call | list[Call],
-        mode: str = "bypassPermissions",
+        mode: str | None = "bypassPermissions",
         allow: tuple[str, ...] = (),
         deny: tuple[str, ...] = (),
         ask: tuple[str, ...] = (),
         sandbox: SandboxPolicy | None = None,
         env: dict[str, str] | None = None,
+        answer: str = "done",
     ) -> list[Said]:
-        """A lead whose scripted model makes each turn's calls, then says done; the results in call
+        """A lead whose scripted model makes each turn's calls, then says ``answer``; the results in call
         order. Fails unless the run ends done: an attack is contained and the run goes on."""
         self.runs += 1
         steps: list[Reply] = []
@@ -122,7 +147,8 @@ class Scene:
             for name, tool_input in [turn] if isinstance(turn, tuple) else turn:
                 reply = reply.call(name, tool_input)
             steps.append(reply)
-        model = ScriptedModel([*steps, Reply().say("done")])
+        model = ScriptedModel([*steps, Reply().say(answer)])
+        self.model = model
         lead = RoleSpec("lead", "lead", None, None, None, None, mode)
         team = TeamFile(
             path=self.project / "team.toml", name="hostile", lead=lead, allow=allow, deny=deny, ask=ask,
@@ -142,6 +168,7 @@ class Scene:
                     store=store, run_dir=self.run_dir, team=team, definitions=load_definitions(self.project),
                     project=self.project, settings=FAST, models={"sim": model},
                 )  # fmt: skip
+                self.supervisor = supervisor
                 return await asyncio.wait_for(supervisor.run("attack"), 120)
 
             try:
@@ -156,6 +183,11 @@ class Scene:
         after = self._snapshot()
         changed = sorted(p for p in {*self._before, *after} if self._before.get(p) != after.get(p))
         assert not changed, f"changed outside what an agent may touch: {changed}"
+
+    def settled(self) -> None:
+        """Take the places ``untouched`` checks as they are now: after the test's own set-up changed them
+        (a commit of a planted file), before the agent acts."""
+        self._before = self._snapshot()
 
     def _snapshot(self) -> dict[str, tuple[int, str]]:
         return {

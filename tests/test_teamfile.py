@@ -85,6 +85,8 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
         sandbox=SandboxPolicy(env=("GITHUB_TOKEN",), read=("~/.pyenv",)),
         web=WebPolicy(private_hosts=("localhost:8000",), search_allowed_domains=("docs.python.org",)),
         mcp_servers={"tracker": {"command": "tracker-mcp", "args": ["--repo", "."]}},
+        mcp_env=("GITHUB_TOKEN",),
+        mcp_private_hosts=("localhost:3000",),
     )
     assert list(team.roles) == ["researcher", "critic"]
     Permissions(team.roles["critic"].permission_mode or "default", allow=team.allow, deny=team.deny)

@@ -42,13 +42,17 @@ reference is ``docs/team-file.md``. A full example::
     env = ["GITHUB_TOKEN"]        # variables passed to commands beyond PATH, HOME, LANG, TERM and the like
     read = ["~/.pyenv"]           # places in the hidden home directories that commands may read
     max_processes = 256           # processes one command may have at once
-    max_memory_mb = 4096          # memory of each process of a command
+    max_memory_mb = 4096          # memory of a command: its processes, /tmp and /dev/shm together
     max_file_mb = 1024            # largest file a command may write
 
     [web]                         # what WebFetch may reach and WebSearch return
     private_hosts = ["localhost:8000"]   # loopback or private hosts WebFetch may fetch (default: none)
     search_allowed_domains = ["docs.python.org"]   # WebSearch results only from these
     search_blocked_domains = []   # or: never from these (not both)
+
+    [mcp]                         # what MCP servers may use (default: none of it)
+    env = ["GITHUB_TOKEN"]        # variables a repository's .mcp.json may name as ${VAR}
+    private_hosts = ["localhost:3000"]   # loopback or private hosts an HTTP MCP server may be at
 
     [mcp.servers.tracker]         # MCP servers for every agent, as .mcp.json writes them
     command = "tracker-mcp"       # stdio: command, args, env; or type = "http", url, headers
@@ -113,7 +117,7 @@ PERMISSION_KEYS = ("allow", "deny", "ask")
 MERGE_KEYS = ("gates", "integration_branch", "gate_timeout")
 SANDBOX_KEYS = ("network", "unconfined", "env", "read", "max_processes", "max_memory_mb", "max_file_mb")
 WEB_KEYS = ("private_hosts", "search_allowed_domains", "search_blocked_domains")
-MCP_KEYS = ("servers",)
+MCP_KEYS = ("servers", "env", "private_hosts")
 SECTIONS = ("team", "lead", "roles", "permissions", "merge", "sandbox", "web", "mcp")
 MAX_BYTES = 1024 * 1024
 """A larger team file is refused unread."""
@@ -172,6 +176,10 @@ class TeamFile:
     """What WebFetch may reach and WebSearch return."""
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """MCP servers every agent of the team may use, by name, as ``.mcp.json`` writes them."""
+    mcp_env: tuple[str, ...] = ()
+    """Variables a repository's MCP entries (``.mcp.json``, its agent files) may expand as ``${VAR}``."""
+    mcp_private_hosts: tuple[str, ...] = ()
+    """Hosts (``name`` or ``name:port``) on loopback or private addresses that HTTP MCP servers may be at."""
 
 
 class TeamFileError(ValueError):
@@ -225,6 +233,7 @@ def load_team_file(path: Path, *, project: Path) -> TeamFile:
     settings["sandbox"] = _sandbox(path, raw.get("sandbox", {}))
     settings["web"] = _web(path, raw.get("web", {}))
     settings["mcp_servers"] = _mcp_servers(path, raw.get("mcp", {}))
+    settings["mcp_env"], settings["mcp_private_hosts"] = _mcp_allowed(path, raw.get("mcp", {}))
     team_file = TeamFile(  # an absent key keeps the dataclass's default
         path=path,
         name=team.text("name") or path.stem,
@@ -326,6 +335,18 @@ def _mcp_servers(path: Path, value: object) -> dict[str, dict[str, Any]]:
     if not isinstance(servers, dict) or not all(isinstance(v, dict) for v in servers.values()):
         raise table.error("servers must be tables: [mcp.servers.<name>]")
     return dict(servers)
+
+
+def _mcp_allowed(path: Path, value: object) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """``[mcp] env`` (variables a repository's entries may expand) and ``[mcp] private_hosts``."""
+    table = _Table(path, "mcp", value, MCP_KEYS)
+    env = table.texts("env")
+    for name in env or ():
+        if not _VARIABLE.fullmatch(name):
+            raise table.error(f"env: {name!r} is not a variable name")
+        if name.startswith(_SECRET_VARIABLES):
+            raise table.error(f"env: {name} is never passed to MCP servers (teamrt's own credentials)")
+    return env, table.texts("private_hosts")
 
 
 def _roles(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
@@ -499,4 +520,6 @@ def team_from_json(data: dict[str, Any]) -> TeamFile:
     web: dict[str, Any] = fields.get("web") or {}  # absent in runs made before [web] existed
     fields["web"] = WebPolicy(**{k: tuple(v) for k, v in web.items()})
     fields.setdefault("mcp_servers", {})
+    for key in ("mcp_env", "mcp_private_hosts"):  # absent in runs made before [mcp] env existed
+        fields[key] = tuple(fields.get(key) or ())
     return TeamFile(**fields)

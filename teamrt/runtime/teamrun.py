@@ -84,7 +84,9 @@ DEFAULT_TEAM = Path(__file__).resolve().parents[1] / "teams" / "default.toml"
 
 
 def team_file_of(project: Path) -> Path:
-    """The team of ``teamrt run --prompt`` in ``project``: its ``.teamrt/team.toml``, else the built-in."""
+    """The team of ``teamrt run --prompt`` in ``project``: its ``.teamrt/team.toml``, else the built-in (what
+    a killed run's agents left there is moved out first: ``sweep``)."""
+    sweep(project, None)
     own = project / home.DEFAULT_HOME / TEAM_FILE
     return own if own.is_file() else DEFAULT_TEAM
 
@@ -100,6 +102,7 @@ async def run_team_file(
 ) -> RunSummary:
     """Run the team of ``path`` on ``prompt`` (default: the file's), the command line's ``choices`` over
     the file's."""
+    sweep(project, on_notice)
     scan = scan_definitions(project)
     tell_agents(scan, on_notice)
     team, task = team_from_file(path, prompt=prompt, project=project, choices=choices, scan=scan,
@@ -209,6 +212,7 @@ async def run_single(
     The command line's model decides, else the agent file's, else the default; on ``sim`` an agent
     file's model stays simulated (``choose_model``), so it never turns an offline run into a billed one.
     """
+    sweep(project, on_notice)
     scan = scan_definitions(project)
     tell_agents(scan, on_notice)
     team, definitions = single_team(agent, project=project, choices=choices, scan=scan)
@@ -231,6 +235,7 @@ async def run_team(
     """Run ``team`` on ``task`` to the end, as run ``run_id`` (default: a fresh id)."""
     settings = load_settings()
     models = check_start(team, project)
+    sweep(project, on_notice)
     claude, memory = read_claude_code(project, on_notice)
     hooks = load_hooks(project, on_notice)
     mcp = read_mcp(project, team, definitions, on_notice)
@@ -255,7 +260,7 @@ async def run_team(
             worktrees = Worktrees(
                 repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=base, project=project,
                 integration=integration, gates=team.gates, gate_timeout=team.gate_timeout,
-                policy=team.sandbox,
+                policy=team.sandbox, team_file=team.path,
             )  # fmt: skip
             if team.roles and on_notice is not None:
                 _tell_if_dirty(repo, base, on_notice)
@@ -311,6 +316,7 @@ async def resume_run(
     check_reachable(run_dir, run)
     team = team_from_json(run.settings["team"])
     project = Path(run.workdir)
+    sweep(project, on_notice)  # the crashed run's own leftovers too: it takes a new baseline
     scan = scan_definitions(project)
     tell_agents(scan, on_notice)
     claude, memory = read_claude_code(project, on_notice)
@@ -327,7 +333,7 @@ async def resume_run(
             worktrees = Worktrees(
                 repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=run.base_head,
                 project=project, integration=run.settings["integration_branch"], gates=team.gates,
-                gate_timeout=team.gate_timeout, policy=team.sandbox,
+                gate_timeout=team.gate_timeout, policy=team.sandbox, team_file=team.path,
             )  # fmt: skip
         supervisor = Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=scan.definitions, project=project,
@@ -342,6 +348,14 @@ async def resume_run(
 
 MAX_AGENT_NOTICES = 10
 """Agent-file warnings a run's start shows; ``teamrt agents`` lists them all."""
+
+
+def sweep(project: Path, on_notice: Notice | None) -> None:
+    """Move out what the agents of a run killed before its last scan left among ``project``'s protected
+    paths, before anything there is read as configuration (``home.sweep_leftovers``); said a line each."""
+    for line in home.sweep_leftovers(project):
+        if on_notice is not None:
+            on_notice(line)
 
 
 def read_claude_code(project: Path, on_notice: Notice | None) -> tuple[ClaudeSettings, Memory]:
