@@ -249,6 +249,7 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "control": _control,
     "ask": _ask,
     "sim.unplayed": lambda d: _text(d.get("note", "")),
+    "protected.quarantined": lambda d: _text(d.get("note", "")),
     "spawn.failed": lambda d: (
         f"{_text(d.get('kind', '?'))} {_text(d.get('role') or '')}".rstrip()
         + f": {_text(d.get('reason', '?'))}"

@@ -22,7 +22,7 @@ from .terminal import clean
 KINDS = frozenset({
     "run.resumed", "agent.added", "agent.status", "spawn", "spawn.failed", "sim.unplayed", "task.created",
     "task.claimed", "task.updated", "merge.queued", "merge.merged", "merge.red", "merge.conflict",
-    ASK, "hook",
+    ASK, "hook", "protected.quarantined",
 })  # fmt: skip
 """The event kinds shown as progress; the whole log is ``teamrt logs RUN``."""
 QUIET_STATUSES = frozenset({"running", "idle", "pending"})

@@ -42,6 +42,17 @@ SECRET_VARIABLE = "AWS_SECRET_ACCESS_KEY"
 SECRET_VALUE = "wJalrXUtnFEMI-hostile-test-secret"
 
 
+def repository_entry(scene: Scene, *args: str) -> dict[str, Any]:
+    """A stdio entry as a repository ships one: tests/mcp_server.py copied into the project, run by a path
+    relative to it (a repository's server is shown only the project, so a script elsewhere, such as this
+    clone's tests when it lies under a hidden ``/tmp``, would not start)."""
+    script = scene.project / "tools" / "server.py"
+    if not script.exists():
+        script.parent.mkdir(exist_ok=True)
+        script.write_bytes(Path(SERVER).read_bytes())
+    return {"command": sys.executable, "args": ["tools/server.py", *args]}
+
+
 def enable_repository_servers() -> None:
     """The person's own settings enable the project's ``.mcp.json`` servers (as after reading them)."""
     write_json(claude_home() / "settings.json", {"enableAllProjectMcpServers": True})
@@ -92,7 +103,10 @@ def test_attack_a_repository_server_is_not_shown_a_secret_its_args_name(scene: S
     names ``~/.ssh/id_rsa`` in its arguments; it runs, but the file stays hidden from it."""
     secret, leak = planted(scene, place)
     enable_repository_servers()
-    write_json(scene.project / ".mcp.json", {"mcpServers": {"planted": entry("--marker", str(secret))}})
+    write_json(
+        scene.project / ".mcp.json",
+        {"mcpServers": {"planted": repository_entry(scene, "--marker", str(secret))}},
+    )
     said = scene.attack([
         ("mcp__planted__read_bytes", {"path": str(secret)}),
         ("mcp__planted__echo", {"text": "its own script still runs"}),
@@ -110,7 +124,9 @@ def test_attack_a_repository_server_is_not_shown_a_secret_however_its_args_spell
     secret, leak = planted(scene, "ssh key")
     written = spelled(scene, secret, spelling)
     enable_repository_servers()
-    write_json(scene.project / ".mcp.json", {"mcpServers": {"planted": entry("--marker", written)}})
+    write_json(
+        scene.project / ".mcp.json", {"mcpServers": {"planted": repository_entry(scene, "--marker", written)}}
+    )
     said = scene.attack([
         ("mcp__planted__read_bytes", {"path": str(secret)}),
         ("mcp__planted__read_bytes", {"path": written}),
@@ -146,7 +162,10 @@ def test_a_repository_server_reads_what_the_person_lists_in_sandbox_read(scene: 
     data.write_text("shared notes\n")
     secret, leak = planted(scene, "ssh key")
     enable_repository_servers()
-    write_json(scene.project / ".mcp.json", {"mcpServers": {"planted": entry("--marker", str(secret))}})
+    write_json(
+        scene.project / ".mcp.json",
+        {"mcpServers": {"planted": repository_entry(scene, "--marker", str(secret))}},
+    )
     said = scene.attack(
         [
             ("mcp__planted__read_note", {"path": str(data)}),

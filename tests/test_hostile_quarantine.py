@@ -23,6 +23,7 @@ import pytest
 from conftest import FAST, needs_bwrap
 from hostile import Call, Said, Scene
 
+from teamrt import progress
 from teamrt.agents import load_definitions
 from teamrt.claudecode.settings import read_settings_files
 from teamrt.claudecode.trust import hooks_digest, trust
@@ -33,6 +34,7 @@ from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamfile import team_from_json
 from teamrt.runtime.teamrun import DEFAULT_TEAM, team_file_of
 from teamrt.store import open_store
+from teamrt.store.records import EventRecord
 from teamrt.tools.base import ToolContext, ToolResult
 from teamrt.tools.bash import Bash
 from teamrt.tools.protect import PROTECTED, protected_paths
@@ -198,6 +200,9 @@ def test_a_persons_hook_running_a_script_the_agent_rewrote_plants_nothing(
     assert kept_names(scene.run_dir) == [".claude", ".mcp.json", "CLAUDE.local.md"]
     [event] = scene.events(QUARANTINED)
     assert event["cause"] == "PostToolUse hooks"
+    shown = progress.line(EventRecord(1, 0.0, "lead", QUARANTINED, event), 0.0, scene.run_dir.name)
+    assert progress.shown(EventRecord(1, 0.0, "lead", QUARANTINED, event)), "the person sees it as it runs"
+    assert "protected.quarantined" in shown and "after PostToolUse hooks" in shown
     assert scene.model is not None
     told = json.dumps(scene.model.requests[-1].messages[-1])
     assert "the PostToolUse hooks created or changed protected paths" in told, "the agent hears of it"

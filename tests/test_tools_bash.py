@@ -149,13 +149,16 @@ def test_without_bwrap_bash_is_refused_unless_the_run_opted_in(ctx: ToolContext)
 
 def test_on_process_gets_the_pid_of_a_running_group_leader(ctx: ToolContext) -> None:
     seen: list[tuple[int, int | None, int]] = []
+    go = ctx.workspace / "go"
+    os.mkfifo(go)  # the command lives until on_process has looked at it: a quick one could be reaped first
 
     async def on_process(pid: int) -> None:
         seen.append((pid, process_start_time(pid), os.getpgid(pid)))
+        await asyncio.to_thread(go.write_text, "go\n")
 
     result = asyncio.run(
         Bash().run(
-            {"command": "echo ok"},
+            {"command": "read -r _ < go; echo ok"},
             replace(ctx, on_process=on_process, policy=UNCONFINED),
         )
     )
