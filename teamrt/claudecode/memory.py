@@ -47,6 +47,7 @@ from ..terminal import clean_line
 from ..tools import beneath
 from ..tools.confine import reason
 from .paths import claude_home
+from .reading import read_up_to
 
 MAX_DEPTH = 5
 """How deep imports nest: the memory files themselves are level 0."""
@@ -323,15 +324,7 @@ def _read_head(spot: beneath.Spot, limit: int) -> tuple[bytes, int]:
     when its name now holds another file."""
     fd = beneath.open_file(spot)
     try:
-        size = os.fstat(fd).st_size
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks), size
+        return read_up_to(fd, limit), os.fstat(fd).st_size
     finally:
         os.close(fd)
 

@@ -47,13 +47,18 @@ def read_head(path: Path, limit: int) -> tuple[bytes, int] | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return None
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks), info.st_size
+        return read_up_to(fd, limit), info.st_size
     finally:
         os.close(fd)
+
+
+def read_up_to(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes from the open file ``fd``, from where it stands."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

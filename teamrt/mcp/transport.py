@@ -18,14 +18,11 @@ request connects to the address checked (``_pinned_transport``), to that origin 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import ipaddress
 import os
 import re
 import shlex
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -38,7 +35,7 @@ from ..procs import kill_group
 from ..tools import pidlimit
 from ..tools.base import ToolContext, ToolError
 from ..tools.sandbox import Sandbox
-from ..tools.webaddress import IPAddress, Target, allowed_private, non_public, target
+from ..tools.webaddress import IPAddress, Target, resolve, target
 from .config import ServerConfig
 
 if TYPE_CHECKING:
@@ -289,6 +286,12 @@ _TIMEOUT, _READ_TIMEOUT = 30.0, 300.0
 """The SDK's own: connecting and writing, and reading (a response stream may stay open)."""
 
 
+MCP_RULE = (
+    "an HTTP MCP server is reached only at public addresses unless the team file's [mcp] private_hosts"
+    " names the host"
+)
+
+
 class AddressRefused(ValueError):
     """An HTTP server's URL that teamrt does not connect to; the message says why, in one line."""
 
@@ -301,24 +304,7 @@ async def checked_address(url: str, private_hosts: tuple[str, ...]) -> tuple[Tar
         found = target(url)
     except ToolError as e:
         raise AddressRefused(str(e).removeprefix("WebFetch: ")) from None
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(found.host, found.port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as e:
-        raise AddressRefused(f"cannot resolve {found.host}: {e}") from None
-    addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
-    if not addresses:
-        raise AddressRefused(f"{found.host} has no address")
-    if not allowed_private(found, private_hosts):
-        for address in addresses:
-            kind = non_public(address)
-            if kind is not None:
-                named = found.host if found.host == str(address) else f"{found.host} ({address})"
-                raise AddressRefused(
-                    f"refused: {named} is not a public address ({kind}); an HTTP MCP server is reached only"
-                    f" at public addresses unless the team file's [mcp] private_hosts names the host"
-                    f" ({found.origin!r})"
-                )
-    return found, addresses[0]
+    return found, await resolve(found, private_hosts, refusal=AddressRefused, rule=MCP_RULE)
 
 
 def _pinned_transport(found: Target, address: IPAddress, max_message: int) -> httpx2.AsyncBaseTransport:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -112,25 +113,37 @@ def _has_port(entry: str) -> bool:
     return entry.count(":") == 1 or (entry.startswith("[") and "]:" in entry)
 
 
-async def resolve(found: Target, private_hosts: tuple[str, ...]) -> IPAddress:
-    """The address to connect to for ``found``: its name resolved once, every address checked."""
+WEBFETCH_RULE = (
+    "WebFetch reaches only public addresses unless the team file's [web] private_hosts names the host"
+)
+
+
+def _webfetch_refusal(message: str) -> Exception:
+    return ToolError(f"WebFetch: {message}")
+
+
+async def resolve(
+    found: Target,
+    private_hosts: tuple[str, ...],
+    *,
+    refusal: Callable[[str], Exception] = _webfetch_refusal,
+    rule: str = WEBFETCH_RULE,
+) -> IPAddress:
+    """The address to connect to for ``found``: its name resolved once, every address checked; raises what
+    ``refusal`` makes of the reason (WebFetch's ``ToolError`` by default), the refusal naming ``rule``."""
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(found.host, found.port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
-        raise ToolError(f"WebFetch: cannot resolve {found.host}: {e}") from None
+        raise refusal(f"cannot resolve {found.host}: {e}") from None
     addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
     if not addresses:
-        raise ToolError(f"WebFetch: {found.host} has no address")
+        raise refusal(f"{found.host} has no address")
     if not allowed_private(found, private_hosts):
         for address in addresses:
             kind = non_public(address)
             if kind is not None:
                 named = found.host if found.host == str(address) else f"{found.host} ({address})"
-                raise ToolError(
-                    f"WebFetch: refused: {named} is not a public address ({kind}); WebFetch reaches only"
-                    f" public addresses unless the team file's [web] private_hosts names the host"
-                    f" ({found.origin!r})"
-                )
+                raise refusal(f"refused: {named} is not a public address ({kind}); {rule} ({found.origin!r})")
     return addresses[0]
 
 
