@@ -64,6 +64,7 @@ PROMISES = (
     "chaos checker",
     "web and MCP",
     "hosts and the lease",
+    "trust boundary",
 )
 FIELDS = ("name", "promise", "file", "find", "replace", "tests")
 # Not copied: environments, caches and run data; none of it is needed to run the tests.
