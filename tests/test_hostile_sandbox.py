@@ -254,6 +254,8 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], di
     """Each call's outcome in an agent's command, and in bubblewrap without the filter (the control)."""
     bwrap = default_sandbox().bwrap
     if bwrap is None:
+        if os.environ.get("CI"):
+            pytest.fail("bubblewrap (bwrap) is missing: CI must test the sandbox's filter")
         pytest.skip("bubblewrap (bwrap) is not installed here")
     calls = json.dumps(_probe_list())
     with pytest.MonkeyPatch.context() as patch:
