@@ -195,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--detach", action="store_true",
         help="take the run over in the background and print its id (follow it with: teamrt logs RUN -f)",
     )  # fmt: skip
+    resume.add_argument(
+        "--accept-loss", action="store_true",
+        help="go on even though the store lacks what the run's directory shows was done (its WAL lost, say),"
+        " which resume otherwise refuses naming it: the loss is recorded, mail the store never recorded as"
+        " read is read again",
+    )  # fmt: skip
     init = commands.add_parser(
         "init",
         help="write .teamrt/team.toml, the team of 'teamrt run --prompt', to edit",
@@ -257,8 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
         "ls",
         help="list the runs, newest first",
         description="One line per run: status (a running run whose owner is gone is crashed; a live"
-        " one says its owner's pid), age, agents, cost (of its budget, when it has one), tokens and the"
-        " task's first line. A simulated cost says (sim).",
+        " one says its owner's pid; one whose owner's process is here but has stopped beating, stopped by"
+        " SIGSTOP or overloaded, is not responding), age, agents, cost (of its budget, when it has one),"
+        " tokens and the task's first line. A simulated cost says (sim).",
     )
     ls.add_argument("--json", action="store_true", help="print the runs as one JSON array")
     show = commands.add_parser(
@@ -604,11 +611,12 @@ TAIL_LINES = 10  # of a detached run's output.log, shown when it did not start
 def _run_taken(run_id: str) -> bool:
     """Whether run ``run_id`` has a store, or had one begun."""
     from . import home
-    from .store.engine import DB_FILE
-    from .store.ownership import LOCK_FILE
+    from .store.engine import DB_FILE, server_url
+    from .store.ownership import lock_name
 
     run_dir = home.runs_path() / run_id
-    return (run_dir / DB_FILE).exists() or (run_dir / LOCK_FILE).exists()
+    # a run in a server database has no run.db, and its lock file is named for its host
+    return (run_dir / DB_FILE).exists() or (run_dir / lock_name(server_url() is not None)).exists()
 
 
 def _tui(run_id: str | None) -> int:
@@ -748,13 +756,13 @@ def _resume(args: argparse.Namespace) -> int:
     errors: tuple[type[Exception], ...] = (home.UnknownRun, NotResumable, runs.RunsError, *_run_errors())
     try:
         if args.detach:
-            return _resume_detached(args.run)
+            return _resume_detached(args.run, args.accept_loss)
         run_dir, _ = _crashed_run(args.run)  # before any progress line: a live run is refused at once
         with runs.reading(run_dir, args.run) as reader:
             seen = reader.last_events(1)
         after = seen[-1].id if seen else 0
         notice = _notice if not args.quiet else _warning
-        work = resume_run(args.run, on_notice=notice)
+        work = resume_run(args.run, on_notice=notice, accept_loss=args.accept_loss)
         return _foreground(lambda: asyncio.run(work), args.run, args, after=after)
     except errors as e:
         _error(e)
@@ -769,7 +777,10 @@ def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
     run_dir = home.existing_run_dir(run_id)
     with runs.reading(run_dir, run_id) as reader:
         run = reader.run()
-    status = runs.run_status(run)
+        now = reader.now()  # the database's clock, which the heartbeat was written in
+    status = runs.run_status(run, now)
+    if status == runs.NOT_RESPONDING:
+        raise NotResumable(runs.not_responding(run, now))
     if status != runs.CRASHED:
         owner = f" (pid {run.owner.pid} on {run.owner.host})" if status == "running" and run.owner else ""
         raise NotResumable(f"run {run_id} is {status}{owner}; only a crashed run can be resumed")
@@ -777,19 +788,24 @@ def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
     return run_dir, run
 
 
-def _resume_detached(run_id: str) -> int:
+def _resume_detached(run_id: str, accept_loss: bool = False) -> int:
     """``resume --detach``: a crashed run, taken over by a process in a session of its own; returns
-    once that process owns the run (or has failed to)."""
+    once that process owns the run (or has failed to). A store behind its run directory is refused here,
+    in this process's one line, unless ``accept_loss``."""
     from . import runs
+    from .runtime.verify import refuse_if_behind
 
     run_dir, before = _crashed_run(run_id)
+    if not accept_loss:
+        refuse_if_behind(run_dir, run_id)
 
     def taken_over() -> bool:
         with runs.reading(run_dir, run_id) as reader:
             owner = reader.run().owner
         return owner is not None and owner != before.owner
 
-    return _start_detached(["resume", run_id, "--quiet"], run_dir, run_id, taken_over)
+    argv = ["resume", run_id, "--quiet", *(["--accept-loss"] if accept_loss else [])]
+    return _start_detached(argv, run_dir, run_id, taken_over)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -917,7 +933,7 @@ def _git_command(args: argparse.Namespace) -> int:
         with runs.reading(run_dir, args.run) as reader:
             run = reader.run()
         status = runs.run_status(run)
-        if status in ("running", runs.CRASHED):
+        if status in (*runs.OWNED, runs.CRASHED):
             raise ApplyError(f"run {run.id} is {status}; apply it once it has ended")
         plan = plan_apply(run, run_dir)
         for line in applying.listing(plan):

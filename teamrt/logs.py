@@ -18,6 +18,7 @@ from typing import Any
 
 from . import runs
 from .runs import RunsError
+from .runtime.losses import KINDS as LOSSES
 from .store import EventRecord, RunNotFound, StoreError
 from .store.engine import is_postgres, server_url
 from .store.notify import COMMITS, Listener
@@ -78,7 +79,9 @@ def follow(
     longer live or ``until()`` returns True, then print what came last; the
     status returned is then ``running`` only when ``until`` ended it. A store
     not there yet (a run just started in the background) is waited for up to
-    ``STORE_WAIT_S``; then RunsError.
+    ``STORE_WAIT_S``; then RunsError. A server database that restarts or
+    stops for less than the grace (``engine.grace_s``) is waited for: the
+    reader reads again and the listener connects again; past it, RunsError.
     """
     _wait_for_store(run_dir, run_id)
     url = server_url()
@@ -94,7 +97,7 @@ def follow(
                 for event in reader.events(last):
                     out(render(event, started))
                     last = event.id
-                if stop or status != "running":
+                if stop or status not in runs.OWNED:  # a not responding owner may go on (SIGCONT)
                     return status
                 stop = until is not None and until()  # then one more pass for the last events
                 if stop:
@@ -250,6 +253,7 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "ask": _ask,
     "sim.unplayed": lambda d: _text(d.get("note", "")),
     "protected.quarantined": lambda d: _text(d.get("note", "")),
+    **{kind: (lambda d: _text(d.get("note", ""))) for kind in LOSSES},
     "spawn.failed": lambda d: (
         f"{_text(d.get('kind', '?'))} {_text(d.get('role') or '')}".rstrip()
         + f": {_text(d.get('reason', '?'))}"

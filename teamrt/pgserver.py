@@ -24,6 +24,8 @@ from typing import Any
 PASSWORD = "teamrt-test"
 USER = "teamrt"
 START_TIMEOUT_S = 60.0
+STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+"""The signal ``pg_ctl stop -m <mode>`` sends the postmaster, by mode."""
 
 
 class NoServer(Exception):
@@ -75,7 +77,14 @@ class PgServer:
             self.bin / "initdb", "-D", data, "-U", USER, "--pwfile", password_file, "-A", "scram-sha-256",
             "--no-sync", "-E", "UTF8", "--locale", "C",
         )  # fmt: skip
-        log = open(self.dir / "server.log", "wb")  # noqa: SIM115 - the server writes it for its whole life
+        self.launch()
+        return self
+
+    def launch(self) -> None:
+        """Start the server on the data directory ``start`` made (again, after ``halt``), as ``pg_ctl
+        start`` does; returns once it accepts connections."""
+        data = self.dir / "data"
+        log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - the server writes it for its whole life
         self._proc = subprocess.Popen(
             [
                 str(self.bin / "postgres"), "-D", str(data), "-p", str(self.port), "-h", "127.0.0.1",
@@ -86,7 +95,18 @@ class PgServer:
         )  # fmt: skip
         log.close()
         self._wait_ready()
-        return self
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server as ``pg_ctl stop -m <mode>`` does (the same signal), keeping its data:
+        ``immediate`` leaves it to recover from its own WAL at the next ``launch``."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(STOP_SIGNALS[mode])
+            self._proc.wait(timeout=START_TIMEOUT_S)
+
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart -m <mode>``: stopped, then started on the same port and data."""
+        self.halt(mode)
+        self.launch()
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{USER}:{PASSWORD}@127.0.0.1:{self.port}/{database}"

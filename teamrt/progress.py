@@ -16,13 +16,14 @@ from pathlib import Path
 
 from . import logs, runs
 from .runtime.asking import ASK
+from .runtime.losses import KINDS as LOSSES
 from .store import EventRecord
 from .terminal import clean
 
 KINDS = frozenset({
     "run.resumed", "agent.added", "agent.status", "spawn", "spawn.failed", "sim.unplayed", "task.created",
     "task.claimed", "task.updated", "merge.queued", "merge.merged", "merge.red", "merge.conflict",
-    ASK, "hook", "protected.quarantined",
+    ASK, "hook", "protected.quarantined", *LOSSES,
 })  # fmt: skip
 """The event kinds shown as progress; the whole log is ``teamrt logs RUN``."""
 QUIET_STATUSES = frozenset({"running", "idle", "pending"})

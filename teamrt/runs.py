@@ -8,7 +8,10 @@ return it through ``terminal.clean_line``, a table's cells before they are align
 
 Reads go through the store's read-only reader; the only writes are mail
 (docs/architecture.md, Data flow 6: an onlooker acts by sending mail). A run recorded
-as running whose owner is gone, or whose heartbeat is stale, is *crashed*.
+as running whose owner is gone, or whose heartbeat is stale, is *crashed*; one whose
+owner's process still lives on this host but whose heartbeat is stale (stopped by
+SIGSTOP, or overloaded) is *not responding*: killing it makes it crashed. Heartbeats
+are aged in the database's clock (``StoreReader.now``), which wrote them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .models.pricing import cost_for
 from .models.registry import is_sim
 from .models.types import Usage as ModelUsage
 from .runtime.asking import ANSWERED, ASK
+from .runtime.losses import MAIL_QUARANTINED
 from .steer import MAILBOX_DIR, Sent
 from .store import (
     AgentRecord,
@@ -44,17 +48,23 @@ from .store import (
     TaskRecord,
     TurnRecord,
     Usage,
+    integrity,
     open_reader,
-    owner_alive,
 )
 from .store.engine import DB_FILE, run_file, server_url
 from .store.engine import describe as describe_store
 from .store.errors import database_reason
-from .store.ownership import host_identity
+from .store.ownership import GONE, host_identity, owner_state
+from .store.ownership import NOT_RESPONDING as OWNER_NOT_RESPONDING
 from .terminal import clean, clean_line
 from .tools.sandbox import SANDBOX_EVENT, describe
+from .worktree.facts import git_findings, on_branch, repo_of
 
 CRASHED = "crashed"
+NOT_RESPONDING = "not responding"
+"""A running run whose owner's process is alive on this host while its heartbeat is stale."""
+OWNED = ("running", NOT_RESPONDING)
+"""The statuses of a run whose owner's process is there: its mail waits for it, nothing else may own it."""
 LIVE_AGENT = ("pending", "running", "idle", "merging")
 SUPERVISOR = "supervisor"  # the mailbox the run's supervisor reads its control mail from
 SUMMARY_CHARS = 80
@@ -104,19 +114,43 @@ def iso_time(at: float | None) -> str | None:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def owner_text(run: RunRecord) -> str | None:
-    """``pid 1234`` (``pid 1234 on HOST`` for another machine's) of a live run's owner; None for others."""
+def owner_text(run: RunRecord, now: float | None = None) -> str | None:
+    """``pid 1234`` (``pid 1234 on HOST`` for another machine's) of a live or not responding run's owner;
+    None for others. ``now``: the database's clock (``StoreReader.now``)."""
     owner = run.owner
-    if owner is None or run_status(run) != "running":
+    if owner is None or run_status(run, now) not in OWNED:
         return None
     return f"pid {owner.pid}" + ("" if owner.host == host_identity() else f" on {owner.host}")
 
 
-def run_status(run: RunRecord) -> str:
-    """The status a user sees: the stored one, or ``crashed`` for a running run with no live owner."""
-    if run.status == "running" and not owner_alive(run):
+def run_status(run: RunRecord, now: float | None = None) -> str:
+    """The status a user sees: the stored one; for a running run, ``crashed`` when it has no live owner,
+    ``not responding`` when its owner's process lives on this host but its heartbeat is stale. ``now``:
+    the database's clock, which the heartbeat was written in (this machine's when not given)."""
+    if run.status != "running":
+        return run.status
+    state = owner_state(run, now)
+    if state == GONE:
         return CRASHED
-    return run.status
+    return NOT_RESPONDING if state == OWNER_NOT_RESPONDING else "running"
+
+
+def heartbeat_age(run: RunRecord, now: float | None = None) -> float | None:
+    """Seconds since the owner's last heartbeat, in the database's clock ``now``; None: it never beat."""
+    if run.heartbeat_at is None:
+        return None
+    return max(0.0, (time.time() if now is None else now) - run.heartbeat_at)
+
+
+def not_responding(run: RunRecord, now: float | None = None) -> str:
+    """Why a not responding run can be neither resumed nor trusted to go on, in one line."""
+    pid = run.owner.pid if run.owner is not None else 0
+    age = heartbeat_age(run, now)
+    beat = f"heartbeat {age:.0f} s old" if age is not None else "no heartbeat"
+    return (
+        f"run {run.id} is not responding (pid {pid} on this host, {beat}): it may be stopped (SIGSTOP)"
+        " or overloaded; kill it or wait, then resume"
+    )
 
 
 @contextmanager
@@ -159,6 +193,8 @@ class RunSummary:
     owner: str | None = None
     """``pid 1234`` of a live run's owner (``pid 1234 on HOST`` on another machine); else None."""
     owner_pid: int | None = None
+    store_behind: int = 0
+    """Commits the store lacks against its run directory (``store.integrity``): a resume refuses it."""
 
 
 SummaryCache = dict[str, tuple[tuple[int, ...], RunSummary]]
@@ -198,7 +234,7 @@ def _server_runs(url: str, runs_dir: Path) -> list[RunSummary]:
     try:
         with engine.connect() as conn:
             ids = list(conn.execute(select(t.runs.c.id)).scalars())
-        found = [_summary_of(StoreReader(engine, run_id), run_id, 0.0) for run_id in ids]
+        found = [_summary_of(StoreReader(engine, run_id), run_id, 0.0, runs_dir / run_id) for run_id in ids]
     except SQLAlchemyError as e:
         reason = database_reason(e)
         raise RunsError(f"cannot read the runs in {describe_store(url)}: {reason}") from None
@@ -223,7 +259,7 @@ def _summary(run_dir: Path, cache: SummaryCache | None) -> RunSummary:
     if cache is None or stamp is None:
         return summarize(run_dir)
     kept = cache.get(run_dir.name)
-    if kept is not None and kept[0] == stamp and kept[1].status != "running":
+    if kept is not None and kept[0] == stamp and kept[1].status not in OWNED:
         return kept[1]
     summary = summarize(run_dir)
     cache[run_dir.name] = (_stamp(run_dir) or stamp, summary)  # as reading left them (a reader may add files)
@@ -249,26 +285,32 @@ def summarize(run_dir: Path) -> RunSummary:
     run_id = run_dir.name
     try:
         with reading(run_dir, run_id) as reader:
-            return _summary_of(reader, run_id, _mtime(run_dir))
+            return _summary_of(reader, run_id, _mtime(run_dir), run_dir)
     except RunNotFound:
         return RunSummary(run_id, _mtime(run_dir), problem="no run store here (run.db missing or empty)")
     except (StoreError, RunsError, OSError) as e:
         return RunSummary(run_id, _mtime(run_dir), problem=str(e))
 
 
-def _summary_of(reader: StoreReader, run_id: str, started: float) -> RunSummary:
+def _summary_of(reader: StoreReader, run_id: str, started: float, run_dir: Path | None = None) -> RunSummary:
+    sidecar = integrity.read_sidecar(run_dir) if run_dir is not None else None  # before the store: it follows
     try:
         with reader.snapshot() as snap:
             run = snap.run()
             agents = snap.agents()
+            now = snap.now()
     except StoreError as e:
         return RunSummary(run_id, started, problem=str(e))
-    status = run_status(run)
-    running = sum(a.status == "running" for a in agents) if status == "running" else 0
-    owner = owner_text(run)
+    status = run_status(run, now)
+    running = sum(a.status == "running" for a in agents) if status in OWNED else 0
+    owner = owner_text(run, now)
+    if status == NOT_RESPONDING and owner is not None:
+        age = heartbeat_age(run, now)
+        owner += f", heartbeat {age:.0f} s old" if age is not None else ""
     return RunSummary(
         run_id, run.created_at, status, run.task, len(agents), running, run.usage,
         budget_usd=run.budget_usd, simulated=simulated(run), owner=owner,
+        store_behind=max(0, sidecar - run.commits) if sidecar is not None else 0,
         owner_pid=run.owner.pid if owner is not None and run.owner is not None else None,
     )  # fmt: skip
 
@@ -294,7 +336,8 @@ def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = N
             continue
         agents = f"{s.agents}, {s.running} running" if s.running else str(s.agents)
         task = _clip((_lines(s.task) or [""])[0], TASK_CHARS)
-        status = s.status + (f" ({s.owner})" if s.owner else "")
+        behind = ", store behind" if s.store_behind else ""
+        status = s.status + behind + (f" ({s.owner})" if s.owner else "")
         cost = spent_text(s.usage.cost_usd, s.budget_usd, s.simulated)
         rows.append((s.id, status, age, agents, cost, f"{s.usage.total_tokens:,}", task))
     return [clean_line(line) for line in table(rows, right=(4, 5))]
@@ -315,6 +358,7 @@ def summary_json(s: RunSummary) -> dict[str, Any]:
         "tokens": s.usage.total_tokens if readable else None,
         "budget_usd": s.budget_usd,
         "owner_pid": s.owner_pid,
+        "store_behind": s.store_behind if readable else None,
         "problem": s.problem,
     }
 
@@ -334,17 +378,27 @@ class Shown:
     merges: list[MergeRecord]
     asks: list[PendingAsk]
     sandbox: dict[str, Any] | None
+    store_behind: int = 0
+    """Commits the store lacks against its run directory (``store.integrity``)."""
+    db_now: float | None = None
+    """The database's clock at the read, which the heartbeat is aged in (None: this machine's)."""
+    set_aside: tuple[EventRecord, ...] = ()
+    """The run's ``mail.quarantined`` events: message files damaged on disk (``runtime.lostmail``)."""
 
 
 def read_shown(run_dir: Path, run_id: str) -> Shown:
     """What ``show`` says of the run, read in one transaction: one state of the run, even a live one."""
+    sidecar = integrity.read_sidecar(run_dir)  # before the store: the file only ever follows it
     with reading(run_dir, run_id) as store, store.snapshot() as reader:
         run = reader.run()
         agents = reader.agents()
         turns = {a.name: reader.turns(a.name) for a in agents}
+        db_now = reader.now()
         return Shown(
-            run, run_status(run), agents, turns, reader.tasks(), reader.merges(), pending_asks(reader),
-            sandbox_of(reader),
+            run, run_status(run, db_now), agents, turns, reader.tasks(), reader.merges(),
+            pending_asks(reader), sandbox_of(reader), db_now=db_now,
+            store_behind=integrity.behind(run_dir, run.commits, sidecar) if sidecar is not None else 0,
+            set_aside=tuple(reader.events(kinds=(MAIL_QUARANTINED,))),
         )  # fmt: skip
 
 
@@ -399,6 +453,8 @@ def _show_lines(
     run, status = shown.run, shown.status
     more = f"teamrt show {run.id} --full"
     lines = _header(run, status, now, shown.sandbox, more=None if full else more)
+    if shown.store_behind:
+        lines.append(f"store    {store_behind_line(run.id, shown.store_behind)}")
     if prices is not None:
         usd = recomputed_cost(shown, prices.table)
         lines.append(f"         {money(usd, simulated(run))} at the prices of {prices.source}{_RECOMPUTED}")
@@ -412,7 +468,30 @@ def _show_lines(
         lines += [f"    {line}" for line in (_whole(text) if full else _first_lines(text, more))]
     if shown.tasks:
         lines += ["", "tasks", *_task_table(shown.tasks, full=full)]
-    return lines + _ask_lines(run, status, shown.asks) + _worktree_lines(run, shown.agents, shown.merges)
+    lines += _ask_lines(run, status, shown.asks) + _worktree_lines(run, shown.agents, shown.merges)
+    lines += _repository_lines(run, status, shown.agents, shown.merges)
+    return lines + set_aside_lines(run.id, shown.set_aside)
+
+
+SET_ASIDE_FIELDS = ("agent", "id", "sender", "reason", "file", "redelivered", "told", "note")
+"""What ``show --json`` gives of each message file set aside (a ``mail.quarantined`` event's data)."""
+
+
+def set_aside_lines(run_id: str, events: Sequence[EventRecord]) -> list[str]:
+    """``show``'s "mail set aside": each message file damaged on disk, what became of it (one line each)."""
+    if not events:
+        return []
+    head = f"mail set aside (damaged on disk; teamrt logs {run_id} has when)"
+    return ["", head, *(f"  {clean_line(str(e.data.get('note', '')))}" for e in events)]
+
+
+def store_behind_line(run_id: str, count: int) -> str:
+    """What ``show`` says of a store ``count`` commits behind its run directory."""
+    commits = "commit" if count == 1 else "commits"
+    return (
+        f"{count} {commits} behind its run directory (its database lost them: a WAL emptied or cut, an old"
+        f" backup); teamrt resume refuses it until {integrity.ACCEPT_LOSS}, which records the loss"
+    )
 
 
 def _no_answer(agent: AgentRecord, status: str) -> str:
@@ -432,11 +511,13 @@ def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
     the worktrees still on disk."""
     shown = read_shown(run_dir, run_id)
     run, u = shown.run, shown.run.usage
-    owner = run.owner if owner_text(run) is not None else None  # a live run's
+    owner = run.owner if shown.status in OWNED else None  # a live (or not responding) run's
+    held = _held(run, shown.merges)
     return {
         "id": run.id,
         "status": shown.status,
         "status_reason": run.status_reason,
+        "store_behind": shown.store_behind,
         "task": run.task,
         "workdir": run.workdir,
         "started": iso_time(run.created_at),
@@ -502,7 +583,7 @@ def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
                 "agent": m.agent,
                 "branch": m.branch,
                 "head": m.head,
-                "status": m.status,
+                "status": _merge_status(m, held),
                 "attempts": m.attempts,
                 "merged_commit": m.merged_commit,
             }
@@ -511,6 +592,7 @@ def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
         "worktrees_kept": [
             {"agent": a.name, "path": a.workspace, "branch": a.branch} for a in _kept_worktrees(shown.agents)
         ],
+        "mail_set_aside": [{k: e.data.get(k) for k in SET_ASIDE_FIELDS} for e in shown.set_aside],
     }
 
 
@@ -539,8 +621,10 @@ def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[Merg
     lines = []
     if merges:
         rows = [("AGENT", "BRANCH", "STATUS", "ATTEMPTS", "COMMIT")]
+        held = _held(run, merges)
         rows += [
-            (m.agent, m.branch, m.status, str(m.attempts), (m.merged_commit or "-")[:12]) for m in merges
+            (m.agent, m.branch, _merge_status(m, held), str(m.attempts), (m.merged_commit or "-")[:12])
+            for m in merges
         ]
         branch = run.settings.get("integration_branch", "?")
         lines += ["", f"merges onto {branch} (teamrt apply {run.id} brings it onto your branch)"]
@@ -552,19 +636,57 @@ def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[Merg
     return lines
 
 
+def _repository_lines(
+    run: RunRecord, status: str, agents: list[AgentRecord], merges: list[MergeRecord]
+) -> list[str]:
+    """For a crashed run, how its repository is behind what the store recorded (a branch or workspace
+    deleted): what its resume will put back, or name as lost (``resume.reconcile_git``)."""
+    repo = repo_of(run.workdir) if status == CRASHED else None
+    if repo is None:
+        return []
+    found = git_findings(repo, run.settings.get("integration_branch"), merges, agents)
+    if not found:
+        return []
+    head = f"repository behind the store (teamrt resume {run.id} puts back what it can and names the rest)"
+    return ["", head, *(f"  {line}" for line in found)]
+
+
+def _held(run: RunRecord, merges: list[MergeRecord]) -> set[int]:
+    """The ids of the merges the integration branch holds, as git shows it (claims come from facts)."""
+    branch = run.settings.get("integration_branch")
+    return {m.id for m in on_branch(repo_of(run.workdir), branch, merges)}
+
+
+def _merge_status(merge: MergeRecord, held: set[int]) -> str:
+    """A merge's status as shown: ``lost`` for one recorded merged that the integration branch lacks."""
+    return "lost" if merge.status == "merged" and merge.id not in held else merge.status
+
+
 def _kept_worktrees(agents: list[AgentRecord]) -> list[AgentRecord]:
     return [a for a in agents if a.kind == "worktree" and a.workspace and Path(a.workspace).exists()]
+
+
+def _owned_by(run: RunRecord, status: str) -> str | None:
+    """``owner_text`` for a run whose status is already known."""
+    if run.owner is None or status not in OWNED:
+        return None
+    return f"pid {run.owner.pid}" + ("" if run.owner.host == host_identity() else f" on {run.owner.host}")
 
 
 def _header(
     run: RunRecord, status: str, now: float, sandbox: dict[str, Any] | None, *, more: str | None
 ) -> list[str]:
-    owner = owner_text(run)
+    owner = _owned_by(run, status)
     reason = f": {' '.join(run.status_reason.split())}" if run.status_reason else ""
     said = status + (f" ({owner})" if owner else "") + reason
     if status == CRASHED:
         beat = f"last heartbeat {age_text(now - run.heartbeat_at)} ago" if run.heartbeat_at else "no owner"
         said = f"crashed ({beat}); resume it with teamrt resume {run.id}"
+    elif status == NOT_RESPONDING and run.heartbeat_at is not None:
+        said = (
+            f"not responding ({owner}, last heartbeat {age_text(now - run.heartbeat_at)} ago): it may be"
+            " stopped (SIGSTOP) or overloaded; kill it or wait, then resume"
+        )
     end = run.finished_at or (run.heartbeat_at if status == CRASHED else None) or now
     ran = ("running for " if status == "running" else "ran ") + duration_text(end - run.created_at)
     started = datetime.fromtimestamp(run.created_at).strftime("%Y-%m-%d %H:%M:%S")
@@ -710,7 +832,7 @@ def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Sent, bool]:
     status = run_status(run)
     if status == CRASHED:
         raise RunsError(f"run {run_id!r} crashed; resume it with teamrt resume {run_id}")
-    if status != "running":
+    if status not in OWNED:  # a not responding owner reads the mail when it goes on
         raise RunsError(f"run {run_id!r} is {status}; there is nothing to stop")
     if agent is not None:
         record = agents.get(agent)
@@ -791,7 +913,7 @@ def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | N
     status = run_status(run)
     if status == CRASHED:
         raise RunsError(f"run {run_id!r} crashed; resume it with teamrt resume {run_id}")
-    if status != "running":
+    if status not in OWNED:
         raise RunsError(f"run {run_id!r} is {status}; no ask waits for an answer")
     asked = {e.data.get("id"): e for e in events if e.kind == ASK}
     done = {e.data.get("id"): e for e in events if e.kind == ANSWERED}

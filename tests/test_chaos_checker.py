@@ -1,4 +1,5 @@
-"""The chaos checker (``teamrt.chaos.check``) finds every kind of lost or duplicated mail.
+"""The chaos checker (``teamrt.chaos.check``) finds every kind of lost or duplicated mail, tells a loss a
+loss event names from a silent one, and counts what the harness noted (faults, hangs, refusals, stops).
 
 One uninterrupted run of the research example, finished once for the module; each test copies its home,
 plants one fault with real files and real SQLite (the ``mail`` table of ``run.db``), and checks the copy
@@ -19,6 +20,7 @@ import pytest
 
 from teamrt import chaos
 from teamrt.mailbox import Mailbox, Message, new_id
+from teamrt.runtime import losses
 
 EXAMPLE = "research"
 
@@ -189,3 +191,52 @@ def test_lost_mail_is_counted_in_a_run_whose_answer_differs(finished: Finished, 
     result = check(finished, home)
     assert [d.split(":")[0] for d in result.differences] == ["answer"], result.differences
     assert counts(result) == (1, 0, 0)
+
+
+def event(home: Path, run: Finished, kind: str, note: str) -> None:
+    """A loss event in the copy's store, as the runtime records one."""
+    row = json.dumps({"note": note})
+    added = sql(home, run, "INSERT INTO events (run_id, at, agent, kind, data) VALUES (?, 0, NULL, ?, ?)",
+                run.run_id, kind, row)  # fmt: skip
+    assert added == 1
+
+
+def test_lost_mail_nothing_names_is_a_silent_loss_and_named_it_is_not(
+    finished: Finished, tmp_path: Path
+) -> None:
+    home = copy(finished, tmp_path)
+    unread(home, finished, *a_message(home, finished))
+    silent = check(finished, home)
+    assert (silent.silent_losses, silent.silent, silent.named_losses) == (1, ["1 message(s) lost"], 0)
+    event(home, finished, losses.MAIL_FAILED, "lead's message to reviewer was not delivered: no space left")
+    named = check(finished, home)
+    assert (named.silent_losses, named.named_losses, counts(named)) == (0, 1, (1, 0, 0)), named
+    assert named.losses == [
+        f"{losses.MAIL_FAILED}: lead's message to reviewer was not delivered: no space left"
+    ]
+
+
+def test_a_loss_event_with_nothing_lost_is_named_not_silent(finished: Finished, tmp_path: Path) -> None:
+    """A workspace remade whose work was redone: said to the person, nothing differs."""
+    home = copy(finished, tmp_path)
+    event(home, finished, losses.WORKSPACE_REMADE, "reviewer's workspace was remade")
+    result = check(finished, home)
+    assert (result.silent_losses, result.named_losses, result.differences) == (0, 1, []), result
+
+
+def test_the_harness_notes_of_faults_hangs_refusals_and_stops_are_counted(
+    finished: Finished, tmp_path: Path
+) -> None:
+    home = copy(finished, tmp_path)
+    notes = {
+        chaos.INJECTED: "wal run.db-wal 100 -> 0 bytes\nmail reviewer/new/x.json cut\nwal cut again\n",
+        chaos.HANGS: "an owner did not end in 30 s\n",
+        chaos.REFUSED: "run X was not resumed: ...; teamrt resume X --accept-loss goes on\n",
+        chaos.STOPS: "StoreWriteFailed: the run store stopped: no space left on device\n",
+    }
+    for name, text in notes.items():
+        (home / f"{finished.run_id}.{name}").write_text(text)
+    result = chaos.check(EXAMPLE, home, finished.run_id, finished.project, finished.ref, kills=2)
+    assert result.faults == ["kill", "mail", "wal"] and result.hangs == 1, result
+    assert len(result.refused) == 1 and result.named_losses == 1 and len(result.stops) == 1, result
+    assert result.silent_losses == 0 and result.errors == [], result

@@ -180,7 +180,7 @@ def test_ls_lists_every_run_newest_first_and_the_unreadable_with_their_problem(
 
 LS_KEYS = {
     "id", "status", "started", "task", "agents", "running", "cost_usd", "simulated", "tokens", "budget_usd",
-    "owner_pid", "problem",
+    "owner_pid", "store_behind", "problem",
 }  # fmt: skip
 
 
@@ -213,7 +213,7 @@ def test_ls_shows_the_owner_pid_budget_and_simulated_costs_and_says_it_all_as_js
     assert by_id["r-live"] == {
         "id": "r-live", "status": "running", "started": by_id["r-live"]["started"],
         "task": "live\nsecond line", "agents": 1, "running": 1, "cost_usd": 0.0125, "simulated": False,
-        "tokens": 450, "budget_usd": 0.5, "owner_pid": os.getpid(), "problem": None,
+        "tokens": 450, "budget_usd": 0.5, "owner_pid": os.getpid(), "store_behind": 0, "problem": None,
     }  # fmt: skip
     started = datetime.fromisoformat(by_id["r-live"]["started"])
     assert by_id["r-live"]["started"].endswith("Z") and started.utcoffset() == timedelta(0)

@@ -9,7 +9,11 @@ Mail not acknowledged is delivered again after a restart, under the same id.
 The inbox scans ``new/`` when it starts, after every watcher hint, after a
 kernel queue overflow and at least every ``RESCAN_SECONDS``; files that are
 not well-formed messages for this agent go to ``bad/`` with a reason, and
-the inbox carries on.
+the inbox carries on, telling its owner (``on_quarantine``: what was set aside,
+with what could still be read of it, for the run to name and deliver again).
+
+``waiting`` says whether the consumer is blocked in ``next()`` with nothing to
+read (``on_wait`` hears each change): the run's stall watchdog reads it.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from .errors import InvalidMessage, MailboxError
 from .mailbox import Mailbox
-from .maildir import BadFile, Maildir
+from .maildir import REASON_SUFFIX, BadFile, Maildir
 from .message import Message
 from .watcher import Watcher, open_watcher
 
@@ -31,6 +38,18 @@ log = logging.getLogger(__name__)
 RESCAN_SECONDS = 1.0
 TMP_GRACE_SECONDS = 600.0
 CLEAN_EVERY_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A file moved from an agent's ``new/`` to ``bad/``: ``name`` as it was in ``new/``, ``bad`` as it is
+    in ``bad/``, why, and its bytes when they could be read (None: not a readable regular file)."""
+
+    agent: str
+    name: str
+    bad: str
+    reason: str
+    raw: bytes | None
 
 
 class Inbox:
@@ -48,7 +67,11 @@ class Inbox:
         *,
         watcher: Watcher | None = None,
         tmp_grace: float = TMP_GRACE_SECONDS,
+        on_quarantine: Callable[[SetAside], None] | None = None,
+        on_wait: Callable[[bool], None] | None = None,
     ) -> None:
+        """``on_quarantine``: called (on the loop) for each file this inbox sets aside; ``on_wait``: called
+        with True when the consumer starts waiting in ``next()`` with nothing to read, False when it stops."""
         self.run = mailbox.run
         self.agent = agent
         self._maildir: Maildir = mailbox.open_maildir(agent)
@@ -66,6 +89,10 @@ class Inbox:
         self._last_clean = float("-inf")
         self.overflows = 0
         self.quarantined = 0
+        self._on_quarantine = on_quarantine
+        self._on_wait = on_wait
+        self.waiting = False
+        """The consumer is blocked in ``next()`` and the last scan of ``new/`` found nothing to read."""
 
     # -- lifecycle -------------------------------------------------------
 
@@ -114,14 +141,18 @@ class Inbox:
     async def next(self) -> Message:
         """The next unacknowledged message, oldest id first; waits until there is one."""
         self.start()
-        while True:
-            msg = self._take()
-            if msg is not None:
-                return msg
-            self._wake.clear()  # before scanning: a hint during the scan sets it again
-            self._scan()
-            if not self._queue:
-                await self._wake.wait()  # a hint, an overflow, or the rescan tick
+        try:
+            while True:
+                msg = self._take()
+                if msg is not None:
+                    return msg
+                self._wake.clear()  # before scanning: a hint during the scan sets it again
+                self._scan()
+                if not self._queue:
+                    self._set_waiting(True)
+                    await self._wake.wait()  # a hint, an overflow, or the rescan tick
+        finally:
+            self._set_waiting(False)
 
     def poll(self) -> Message | None:
         """The next message if one is waiting now, else None; never blocks."""
@@ -139,7 +170,33 @@ class Inbox:
             raise MailboxError(f"message {msg.id} is not in flight in {self.agent}'s inbox") from None
         self._maildir.ack(name, msg.id)
 
+    def unread(self) -> list[str]:
+        """The names in ``new/`` not handed out yet (files that could not be moved to ``bad/`` left out)."""
+        taken = set(self._in_flight.values()) | self._stuck
+        return [name for name in self._maildir.waiting() if name not in taken]
+
+    def set_aside(self) -> list[dict[str, Any]]:
+        """The reason notes of the files in ``bad/`` that came from ``new/`` (a resumed run's look at what
+        an earlier one set aside), oldest first."""
+        return [note for note in self._maildir.quarantined() if note.get("from") == "new"]
+
+    def read_set_aside(self, bad: str) -> bytes | None:
+        """The bytes of ``bad/<bad>`` if it is a readable regular file, else None."""
+        if bad.endswith(REASON_SUFFIX):
+            return None
+        try:
+            return self._maildir.read(bad, "bad")
+        except (BadFile, OSError):
+            return None
+
     # -- internals -------------------------------------------------------
+
+    def _set_waiting(self, waiting: bool) -> None:
+        if waiting == self.waiting:
+            return
+        self.waiting = waiting
+        if self._on_wait is not None:
+            self._on_wait(waiting)
 
     def _scan(self) -> None:
         taken = set(self._in_flight.values()) | self._stuck
@@ -148,12 +205,14 @@ class Inbox:
     def _take(self) -> Message | None:
         while self._queue:
             name = self._queue.popleft()
+            raw: bytes | None = None
             try:
-                msg = self._read(name)
+                raw = self._maildir.read(name)
+                msg = self._read(name, raw)
             except FileNotFoundError:
                 continue  # acknowledged through another handle, or cleaned away
             except (BadFile, InvalidMessage) as e:
-                self._quarantine(name, e.reason)
+                self._quarantine(name, e.reason, raw)
                 continue
             if msg is None:
                 continue
@@ -161,9 +220,8 @@ class Inbox:
             return msg
         return None
 
-    def _read(self, name: str) -> Message | None:
-        """The message in ``new/name``; None if it turns out to be acknowledged already."""
-        raw = self._maildir.read(name)
+    def _read(self, name: str, raw: bytes) -> Message | None:
+        """The message ``raw`` read from ``new/name``; None if it turns out to be acknowledged already."""
         msg = Message.decode(raw)
         if msg.run != self.run or msg.recipient != self.agent:
             raise BadFile(
@@ -178,9 +236,9 @@ class Inbox:
             raise BadFile(f"replayed id {msg.id}: a message with that id was acknowledged already")
         return msg
 
-    def _quarantine(self, name: str, reason: str) -> None:
+    def _quarantine(self, name: str, reason: str, raw: bytes | None) -> None:
         try:
-            self._maildir.quarantine(name, reason)
+            bad = self._maildir.quarantine(name, reason)
         except FileNotFoundError:
             return
         except OSError as e:
@@ -189,6 +247,8 @@ class Inbox:
             return
         self.quarantined += 1
         log.warning("quarantined %r in %s's mailbox: %s", name, self.agent, reason)
+        if self._on_quarantine is not None:
+            self._on_quarantine(SetAside(self.agent, name, bad, reason, raw))
 
     def _tick(self) -> None:
         """Every RESCAN_SECONDS: wake for a scan (events are only hints), clean tmp/ now and then."""

@@ -8,18 +8,49 @@ out at delivery and raised to the sender, never dropped.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidMessage, MessageTooLarge, UnknownRecipient, UnsafePath
+from .. import faults
+from .errors import InvalidMessage, MailboxError, MessageTooLarge, UnknownRecipient, UnsafePath
 from .ids import is_id
 from .maildir import DIR_MODE, Maildir, make_maildir, open_dir, write_durably
 from .message import MAX_MESSAGE_BYTES, Message, preview
 from .names import check_name, is_name
 
 SPILL_PREVIEW_CHARS = 2000
+DELIVERY_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.EIO})
+"""What the host's filesystem or process limits can refuse a delivery with: said to the sender, never
+raised past it as a crash."""
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+"""Of those, the ones that stay until a person acts (frees space, fixes the disk): the run stops."""
+
+
+class MailNotDelivered(MailboxError):
+    """A message the filesystem refused (``DELIVERY_ERRNOS``); nothing of it is in the recipient's
+    ``new/``. ``delivered`` lists the messages a broadcast delivered before this one failed."""
+
+    def __init__(
+        self, msg: Message, error: OSError, where: Path, delivered: list[Message] | None = None
+    ) -> None:
+        self.msg = msg
+        self.recipient = msg.recipient
+        self.errno = error.errno or errno.EIO
+        self.cause = os.strerror(self.errno).lower()
+        self.where = where
+        """The directory the write was refused in (the mailbox's root, or its spill directory)."""
+        self.delivered = list(delivered or [])
+        super().__init__(f"not delivered: {self.cause} (mailbox of {msg.recipient})")
+
+    @property
+    def lasting(self) -> bool:
+        """Whether the cause stays until a person acts (a full disk, no inodes left, a failing disk)."""
+        return self.errno in FULL_ERRNOS
 
 
 class Mailbox:
@@ -99,14 +130,21 @@ class Mailbox:
 
         Delivering the same message again (a resend after a crash) is harmless.
         A body too large for one file is spilled when the mailbox has a spill
-        directory; the message that was delivered is returned.
+        directory; the message that was delivered is returned. A delivery the
+        filesystem refuses (``DELIVERY_ERRNOS``) raises ``MailNotDelivered``, with
+        nothing of it in ``new/``. Fault point ``mail.deliver`` (detail
+        ``<recipient>/<id>``) comes before anything is written.
         """
         if msg.run != self.run:
             raise InvalidMessage(f"message is for run {msg.run!r}, not {self.run!r}")
+        with _refusals(msg, self.root):  # a hook there may refuse it as the disk would
+            faults.point("mail.deliver", f"{msg.recipient}/{msg.id}")
         payload = msg.encode()
         if len(payload) > MAX_MESSAGE_BYTES:
-            msg, payload = self._spill(msg, len(payload))
-        self._maildir_of(msg.recipient).deliver(msg.id, payload)
+            with _refusals(msg, self.spill_dir or self.root):
+                msg, payload = self._spill(msg, len(payload))
+        with _refusals(msg, self.root):
+            self._maildir_of(msg.recipient).deliver(msg.id, payload)
         return msg
 
     def _maildir_of(self, recipient: str) -> Maildir:
@@ -129,7 +167,11 @@ class Mailbox:
                 msg = first
             else:
                 msg = first.readdressed(member)
-            delivered.append(self.deliver(msg))
+            try:
+                delivered.append(self.deliver(msg))
+            except MailNotDelivered as e:  # say who has it already, so a resend skips them
+                e.delivered = delivered
+                raise
         return delivered
 
     def locate(self, recipient: str, msg_id: str) -> str | None:
@@ -171,6 +213,17 @@ class Mailbox:
         if hashlib.sha256(data).hexdigest() != spill.get("sha256"):
             raise InvalidMessage(f"spill file {name} does not match its checksum")
         return data.decode("utf-8")
+
+
+@contextmanager
+def _refusals(msg: Message, where: Path) -> Iterator[None]:
+    """Turn the filesystem's refusal of ``msg`` (``DELIVERY_ERRNOS``) into ``MailNotDelivered``."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in DELIVERY_ERRNOS:
+            raise
+        raise MailNotDelivered(msg, e, where) from e
 
 
 def _write_durably(directory: Path, name: str, data: bytes) -> None:

@@ -17,7 +17,12 @@
   the row still says queued or merging) is recorded, not repeated: its agent,
   caught landing, is landed from the record (``landed``), never queued again.
 - Each agent's worktree is kept if present, else made again from its branch
-  (or its base, if it never landed).
+  (or its base, if it never landed); what the lost one held is said to the
+  agent and in a ``worktree.remade`` event (``workspace_remade``).
+- An integration branch that lost recorded merges (deleted, moved back) is put
+  back at the newest recorded merge commit still there (``branch.restored``),
+  else the loss is named (``branch.lost``) and the merge claimed by no one
+  (``repair_integration``); every merge claim asks git (``facts.on_branch``).
 - An agent that had accepted a shutdown, its answer kept, finishes at once
   (``accepted_shutdown``): its model is not called again.
 - A permission ask the crash left unanswered is closed (``ask.answered`` by
@@ -42,9 +47,12 @@ from pathlib import Path
 from ..mailbox.maildir import peek
 from ..models import Message
 from ..procs import is_running, kill_group
-from ..store import EventRecord, Store, ToolCallRecord
-from ..worktree import Landing, Worktrees
+from ..store import AgentRecord, EventRecord, MergeRecord, Store, ToolCallRecord
+from ..worktree import GitRepo, Landing, Worktrees
+from ..worktree.facts import lost_work, on_branch, plan_repair
+from ..worktree.worktrees import Restored
 from .asking import ANSWERED, ASK
+from .losses import BRANCH_LOST, BRANCH_RESTORED, WORKSPACE_REMADE
 
 ENDED = ("done", "failed", "stopped")
 REPEATABLE = (
@@ -71,8 +79,10 @@ async def kill_leftovers(calls: Sequence[ToolCallRecord]) -> int:
 
 
 async def reconcile_git(store: Store, worktrees: Worktrees) -> None:
-    """Clear the crashed run's git lock files, and record the merges it made but did not record."""
+    """Clear the crashed run's git lock files, mend an integration branch that lost recorded merges
+    (``repair_integration``), and record the merges it made but did not record."""
     await asyncio.to_thread(worktrees.clear_stale_locks)
+    await repair_integration(store, worktrees)  # before ``tip``, which makes a missing branch at base
     tip = await worktrees.queue.tip()
     for merge in store.reader.merges():
         if merge.status in ("queued", "merging") and await asyncio.to_thread(
@@ -83,12 +93,96 @@ async def reconcile_git(store: Store, worktrees: Worktrees) -> None:
             )
 
 
-def landed(store: Store, agent: str, integration: str) -> Landing | None:
+async def repair_integration(store: Store, worktrees: Worktrees) -> None:
+    """Put the integration branch back when it lacks merges the store records made (deleted, or moved
+    back): at the newest recorded merge commit whose objects are still there (``branch.restored``).
+    Merges that cannot be brought back are said (``branch.lost``) and claimed by no one: an agent whose
+    branch is still there is queued again, one whose branch is gone too ends failed, saying so (its row
+    still says merged; every count asks git, ``facts.on_branch``)."""
+    repo, branch = worktrees.repo, worktrees.integration
+    repair = await asyncio.to_thread(plan_repair, repo, branch, store.reader.merges())
+    if repair is None:
+        return
+    was = "was gone" if repair.tip is None else f"was moved back to {repair.tip[:12]}"
+    if repair.restore_at is not None:
+        await asyncio.to_thread(repo.set_branch, branch, repair.restore_at, repair.tip or "0" * 40)
+        names = ", ".join(m.agent for m in repair.restored)
+        at = repair.restore_at[:12]
+        note = f"the integration branch {branch} {was}; restored at {at} with the merges of {names}"
+        data = {"note": note, "branch": branch, "commit": repair.restore_at, "was": repair.tip,
+                "agents": [m.agent for m in repair.restored]}  # fmt: skip
+        await store.append_event(BRANCH_RESTORED, data)
+    if not repair.lost:
+        return
+    fates = [await _lost_merge(store, repo, branch, merge) for merge in repair.lost]
+    note = f"the integration branch {branch} {was} and lost the merges of {'; '.join(fates)}"
+    data = {"note": note, "branch": branch, "was": repair.tip, "agents": [m.agent for m in repair.lost],
+            "commits": [str(m.merged_commit) for m in repair.lost]}  # fmt: skip
+    await store.append_event(BRANCH_LOST, data)
+
+
+async def _lost_merge(store: Store, repo: GitRepo, branch: str, merge: MergeRecord) -> str:
+    """Unclaim a merge its branch lost; how it fares, for the note."""
+    commit = str(merge.merged_commit)[:12]
+    head = await asyncio.to_thread(repo.tip, merge.branch)
+    agent = store.reader.agent(merge.agent)
+    if head is not None and await asyncio.to_thread(repo.is_ancestor, merge.head, head):
+        output = f"its merge at {commit} was lost with {branch}; queued again from {merge.branch}"
+        await store.set_merge_status(merge.agent, "queued", output=output)
+        if agent.status in ENDED:  # landed again when the run goes on (``_unlanded``)
+            await store.set_agent_status(merge.agent, "done")
+        return f"{merge.agent} (at {commit}; queued again from {merge.branch})"
+    reason = f"its merge onto {branch} at {commit} was lost, and its branch {merge.branch} with it"
+    await store.set_agent_status(merge.agent, "failed", reason)  # its row stays: shown lost, counted by git
+    return f"{merge.agent} (at {commit}; its branch {merge.branch} is gone too: its work is lost)"
+
+
+async def workspace_remade(
+    store: Store, worktrees: Worktrees, record: AgentRecord, restored: Restored
+) -> str | None:
+    """Say what an agent lost when its workspace had to be made again (``worktree.remade``, unless it
+    had finished and lost nothing: a landed agent's checkout is removed on purpose); the notice for the
+    agent's next turn, or None when nothing of its is gone."""
+    if restored.remade_at is None:
+        return None
+    checkout, at = restored.checkout, restored.remade_at
+    calls = store.reader.tool_calls(record.name)
+    lost = await asyncio.to_thread(lost_work, worktrees.repo, checkout.workspace, at, calls)
+    if not (lost.files or lost.commands) and record.status in ("merging", "done"):
+        return None
+    where = f"{restored.remade_from or 'its base'} at {at[:12]}"
+    files = ", ".join(lost.files)
+    note = f"{record.name}'s workspace (branch {checkout.branch}) was lost and remade from {where}" + (
+        f"; its uncommitted changes to {files} are gone" if files else "; no file it wrote is known lost"
+    )
+    if lost.commands:
+        note += f"; so are the effects of the {len(lost.commands)} commands it ran since"
+    data = {"note": note, "branch": checkout.branch, "commit": at, "from": restored.remade_from,
+            "lost": list(lost.files), "commands": list(lost.commands)}  # fmt: skip
+    await store.append_event(WORKSPACE_REMADE, data, agent=record.name)
+    if not (lost.files or lost.commands):
+        return None
+    notice = f"Your workspace was lost and remade from {where}"
+    if files:
+        notice += f"; your uncommitted changes to {files} are gone: redo them"
+    if lost.commands:
+        last = lost.commands[-1].splitlines()[0][:200] if lost.commands[-1] else ""
+        notice += (
+            f"; the effects on files of the {len(lost.commands)} commands you ran since then are gone too"
+            f" (the last: `{last}`): check them"
+        )
+    return notice + "."
+
+
+def landed(store: Store, agent: str, integration: str, repo: GitRepo | None = None) -> Landing | None:
     """The landing of ``agent``'s work when its merge is recorded merged already (by ``reconcile_git``,
     or just before the crash), or None: queued again, it would be taken for a branch merged before, its
-    record overwritten and its gates said not to have run."""
+    record overwritten and its gates said not to have run. With ``repo``, only a merge the integration
+    branch holds counts (claims come from git, not the row)."""
     merge = next((m for m in store.reader.merges() if m.agent == agent), None)
     if merge is None or merge.status != "merged" or merge.merged_commit is None:
+        return None
+    if repo is not None and not on_branch(repo, integration, [merge]):
         return None
     return Landing("merged", f"merged onto {integration} at {merge.merged_commit[:12]}")
 

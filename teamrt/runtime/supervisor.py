@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
+import logging
 import os
 import re
 from collections.abc import Awaitable, Callable
@@ -34,13 +36,26 @@ from typing import Any
 from ..agents import AgentDefinition, choose_model, kept_definition
 from ..claudecode.memory import Memory, imports, load_memory
 from ..claudecode.settings import ClaudeSettings, load_claude_settings
-from ..mailbox import Inbox, Mailbox, MailboxError, open_watcher
+from ..mailbox import Inbox, Mailbox, MailboxError, Message, open_watcher
+from ..mailbox.inbox import SetAside
+from ..mailbox.mailbox import MailNotDelivered
 from ..mcp.config import McpConfig, mcp_config
 from ..mcp.servers import NOTICE, PROCESS, McpServers, kill_leftover_servers
 from ..models import Model, is_sim, lookup, open_model, with_overrides
 from ..models.types import Block, OnText
 from ..settings import Settings
-from ..store import AgentRecord, EventRecord, FinishedCall, Store, TaskUnavailable, ToolCallRecord, Usage
+from ..store import (
+    AgentRecord,
+    EventRecord,
+    FinishedCall,
+    Store,
+    StoreError,
+    StoreWriteFailed,
+    TaskUnavailable,
+    ToolCallRecord,
+    Usage,
+    ops,
+)
 from ..tools.base import Tool, ToolContext, ToolError
 from ..tools.files import remove_temporaries
 from ..tools.names import canonical
@@ -53,12 +68,17 @@ from ..tools.team import describe_tasks, task_spawn, team_tools
 from ..tools.todo import TODOS_EVENT
 from ..tools.websearch import WebSearch
 from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Worktrees
+from ..worktree.git import full_disk_in
+from ..worktree.queue import IntegrationMoved
 from .agent import AgentEnv, AgentSpec, Outcome
 from .asking import USER, HumanAsker
 from .budget import role_budget, run_budget
+from .diskfull import DiskFull, full_disk_errno, where_of
 from .history import rebuild, unanswered_calls
 from .hooking import RunHooks, load_hooks, task_completing
 from .loop import AgentLoop
+from .losses import MAIL_FAILED, RUN_STALLED
+from .lostmail import LostMail, found_in_bad
 from .relay import SteeringRelay
 from .resume import (
     ENDED,
@@ -71,10 +91,14 @@ from .resume import (
     kill_leftovers,
     landed,
     reconcile_git,
+    workspace_remade,
     worktree_base,
 )
+from .stall import WAKE, Watchdog
 from .stream import TextStream
 from .teamfile import RoleSpec, TeamFile
+
+log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 2
 RESTART_BACKOFF_S = 0.2
@@ -90,6 +114,10 @@ FINAL_SCAN_WAIT_S = 5.0
 """How long a run's end waits for its agents' tasks to finish before its last scan of protected paths."""
 SIM_UNPLAYED = "sim.unplayed"
 """The event of a run on ``sim`` whose team has roles no simulator policy plays (``sim_notice``)."""
+COMMIT_FAILED = "its work could not be committed"
+"""How a worktree agent's failed landing begins its reason; a resume lands it again (``_unstrand``)."""
+KEPT_DELIVERED = "mail.kept_delivered"
+"""A message a full disk refused, kept in its ``mail.failed`` event, delivered by a resume."""
 
 
 @dataclass
@@ -168,6 +196,23 @@ class Supervisor:
         )
         self._slots = asyncio.Semaphore(team.max_concurrent)
         self._serial = itertools.count(1)
+        self._full: DiskFull | None = None
+        """Why the run stops: the disk under its own files is full (``diskfull``); set at once, the store
+        stopped right after by ``_halting``."""
+        self._halting: asyncio.Task[None] | None = None
+        self._refused: list[tuple[dict[str, Any], str | None]] = []  # mail.failed events still to record
+        self._recorder: asyncio.Task[None] | None = None
+        self.lost_mail = LostMail(
+            store, self.mailbox, tell_from=SUPERVISOR, alive=self._alive, busy=self._mail_coming,
+            epoch=lambda name: self.members[name].loop.epoch if name in self.members else None,
+        )  # fmt: skip
+        # mail set aside (``lostmail``): delivered again from its record, or its recipient and sender told
+        self._handling: set[asyncio.Task[None]] = set()  # of mail set aside, still being handled
+        self._restoring = False  # a resume is restoring its agents: mail set aside waits for its scan
+        self.watchdog = Watchdog(idle=self._all_waiting, quiet=self._nothing_in_flight, wake=self._wake_lead)
+        self._torn_down = False
+        """The run's end has closed its mailbox and inboxes: an agent task still left (one an interrupt
+        cancels at the interpreter's shutdown) reports to no one."""
 
     # -- the run ---------------------------------------------------------------
 
@@ -194,12 +239,18 @@ class Supervisor:
             await kill_leftover_servers(reader.events(kinds=(PROCESS,)))  # started again when needed
             if self.worktrees is not None:
                 await reconcile_git(self.store, self.worktrees)
+            await self._deliver_kept()  # mail a full disk refused, kept for now (``diskfull``)
+            await self._unstrand()
             usage = reader.run().usage
             self.run_budget.spent_tokens, self.run_budget.spent_usd = usage.total_tokens, usage.cost_usd
             events = reader.events()  # read once: what each agent's restore looks up
             await close_stale_asks(self.store, events)  # their calls are asked again as the agents go on
+            self._restoring = True  # what the restores set aside is looked at below, all agents restored
             for record in reader.agents():
                 await self._restore(record, events)
+            self._restoring = False
+            for member in list(self.members.values()):  # and what a crashed run set aside and never told
+                await self.lost_mail.scan(found_in_bad(member.inbox))
             for workspace in {m.loop.env.tools.workspace for m in self.members.values()}:
                 await asyncio.to_thread(remove_temporaries, workspace)  # of writes the crash cut short
             if "lead" not in self.members:  # the crash came before the lead was kept: start it
@@ -232,12 +283,14 @@ class Supervisor:
             team_file = () if self.team.path.is_dir() else (self.team.path,)
             await self.guard.watch(self.project, (*self._memory_paths(), *team_file))
             lead = await begin()
-            outcome = await lead.done
+            outcome = await self._until_end(lead)
             for member in list(self.members.values()):
                 if not member.done.done():
                     self._stop(member, "the run ended")
             await asyncio.gather(*(m.done for m in self.members.values()), return_exceptions=True)
+            await asyncio.gather(*self._handling)  # each file set aside is named before the run's end
             outcome = self._with_failed_spawns(outcome)
+            outcome = self._with_stranded_work(outcome)
             await self.store.set_run_status(outcome.status, outcome.reason)
             return outcome
         finally:
@@ -245,6 +298,7 @@ class Supervisor:
             relay.cancel()
             await self.mcp.close()
             await self._final_scan()
+            self._torn_down = True  # before the mailbox closes: see _report
             for member in self.members.values():
                 if member.task is not None and member.task.done() and not member.task.cancelled():
                     member.task.exception()  # said by its outcome; a stopped store is raised by the run
@@ -258,12 +312,41 @@ class Supervisor:
             self.watcher.close()
             self.mailbox.close()
 
+    def _with_stranded_work(self, outcome: Outcome) -> Outcome:
+        """A run's end names the worktrees that still hold work teamrt could not commit (a failed
+        landing): it is not merged, and it is not lost in silence either."""
+        if self.store.failure is not None or self.worktrees is None:
+            return outcome
+        worktrees = self.run_dir / "worktrees"
+        stranded = [
+            f"{a.name}'s work is left uncommitted in its worktree {worktrees / a.name}"
+            for a in self.store.reader.agents()
+            if _commit_failed(a) and (worktrees / a.name).is_dir()
+        ]
+        if not stranded:
+            return outcome
+        said = "; ".join(stranded) + " (teamrt could not commit it)"
+        return dataclasses.replace(outcome, reason=f"{outcome.reason}; {said}" if outcome.reason else said)
+
     def _with_failed_spawns(self, outcome: Outcome) -> Outcome:
         """A run that ends ``done`` after spawns failed says so in its reason: the lead heard each
         failure as a tool error and may have worked around it, so the run is not failed, but it is
-        not a silent success either."""
-        failed = self.store.reader.events(kinds=(SPAWN_FAILED,))
-        if outcome.status != "done" or not failed:
+        not a silent success either.
+
+        The outcome first: a run that did not end ``done`` (its store stopped, say) reads nothing; a
+        store that cannot be read here stops the run as a failed write does, in one line."""
+        if outcome.status != "done" or self.store.failure is not None:
+            return outcome
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from ..store import StoreWriteFailed
+        from ..store.engine import one_line
+
+        try:
+            failed = self.store.reader.events(kinds=(SPAWN_FAILED,))
+        except SQLAlchemyError as e:
+            raise StoreWriteFailed(self.store.where, one_line(e)) from e
+        if not failed:
             return outcome
         first = failed[0].data
         what = " ".join(str(x) for x in (first.get("kind"), first.get("role")) if x)
@@ -315,7 +398,9 @@ class Supervisor:
     async def _control(self) -> None:
         """Act on control mail to ``supervisor``: ``teamrt stop`` and ``teamrt answer``. Each message is
         recorded; one that asks for nothing possible (an answer to an ask not waiting) does nothing."""
-        async with Inbox(self.mailbox, SUPERVISOR, watcher=self.watcher) as inbox:
+        async with Inbox(
+            self.mailbox, SUPERVISOR, watcher=self.watcher, on_quarantine=self._set_aside
+        ) as inbox:
             async for msg in inbox:
                 await self.store.append_event("control", {"from": msg.sender, "data": msg.data})
                 # only a person's mail is obeyed: an agent may write to the supervisor, never steer it
@@ -469,7 +554,9 @@ class Supervisor:
         spent: Usage | None = None,
     ) -> Member:  # fmt: skip
         self.mailbox.register(name)
-        inbox = Inbox(self.mailbox, name, watcher=self.watcher)
+        inbox = Inbox(self.mailbox, name, watcher=self.watcher, on_quarantine=self._set_aside,
+                      on_wait=self.watchdog.waiting)  # fmt: skip
+        self.watchdog.changed()
         stream = TextStream(self.run_dir, name)
         echo = self._on_text if kind == "lead" else None
         budget = role_budget(
@@ -510,6 +597,95 @@ class Supervisor:
         parent = self.members.get(member.parent or "")
         if not busy and parent is not None and not parent.busy and not parent.done.done():
             self.send(SUPERVISOR, parent.name, f"{name} is idle.", kind="control", summary=f"{name} idle")
+
+    # -- mail set aside, and a team that stalls -------------------------------------
+
+    def _alive(self, name: str) -> bool:
+        member = self.members.get(name)
+        return member is not None and not member.done.done()
+
+    def _mail_coming(self, name: str) -> None:
+        if name in self.members:
+            self.members[name].busy = True  # as ``send`` does: its parent must not end before it reads it
+
+    def _set_aside(self, aside: SetAside) -> None:
+        """An inbox set a file aside: deliver it again or tell, and record it (``lostmail``), in a task."""
+        if self._restoring:  # not every agent is back yet (who may be told?): the resume's scan of bad/
+            return
+        task = asyncio.create_task(self._name_set_aside(aside), name=f"set aside {aside.bad}")
+        self._handling.add(task)
+        task.add_done_callback(self._handling.discard)
+
+    async def _name_set_aside(self, aside: SetAside) -> None:
+        try:
+            await self.lost_mail.handle(aside)
+        except Exception as e:  # the store stopped (the run ends and says so), or a bug: never the inbox's
+            if self.store.failure is None:
+                log.error("could not name %s's message set aside as bad/%s: %s", aside.agent, aside.bad, e)
+        finally:
+            self.watchdog.changed()
+
+    def _all_waiting(self) -> bool:
+        """Every live agent waits on its inbox with nothing to read (the stall watchdog's first test)."""
+        live = [m for m in self.members.values() if not m.done.done()]
+        return "lead" in self.members and bool(live) and all(m.inbox.waiting for m in live)
+
+    def _nothing_in_flight(self) -> bool:
+        """No mail waits in a live agent's ``new/``, none set aside is still being handled."""
+        if self._handling or self.store.failure is not None:
+            return False
+        try:
+            return not any(m.inbox.unread() for m in self.members.values() if not m.done.done())
+        except OSError:
+            return False
+
+    async def _wake_lead(self) -> None:
+        """The team stalled: tell the lead (once per stall), and say so in the run's events."""
+        lead = self.members.get("lead")
+        if lead is None or lead.done.done():
+            return
+        waiting = ", ".join(sorted(n for n, m in self.members.items() if not m.done.done()))
+        note = f"every agent is idle ({waiting}) and no mail is in flight; the lead was woken to go on"
+        await self.store.append_event(RUN_STALLED, {"note": note, "woke": "lead"})
+        try:
+            self.send(SUPERVISOR, "lead", WAKE, summary="every agent is idle")
+        except ToolError as e:  # the stall comes back, with no progress: the run ends with its reason
+            log.error("could not wake the lead: %s", e)
+
+    async def _until_end(self, lead: Member) -> Outcome:
+        """The lead's end; or, once the team has stalled for good (``stall``), every agent stopped and the
+        run failed with the reason, recorded as a ``run.stalled`` event."""
+        watch = asyncio.create_task(self.watchdog.watch(), name="stall watchdog")
+        try:
+            await asyncio.wait((lead.done, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if lead.done.done() or watch.cancelled():
+            return self._with_stalls(await lead.done)
+        reason = watch.result()
+        waiting = sorted(n for n, m in self.members.items() if not m.done.done())
+        times = f"{self.watchdog.woken} time{'' if self.watchdog.woken == 1 else 's'}"
+        capped = self.watchdog.woken >= self.watchdog.max_wakes
+        note = f"{reason}; the lead was woken {times}" + (", the most" if capped else " and nothing moved")
+        note += f"; stopped {', '.join(waiting)}"
+        await self.store.append_event(RUN_STALLED, {"note": note, "agents": waiting, "reason": reason})
+        for member in self.members.values():
+            if not member.done.done():
+                self._stop(member, reason)
+        ended = await lead.done
+        return Outcome("failed", ended.answer, ended.turns, reason)
+
+    def _with_stalls(self, outcome: Outcome) -> Outcome:
+        """A run that ends ``done`` after the team stalled and its lead was woken says so in its reason: the
+        lead answered with what it had, which may lack what the lost mail carried."""
+        woken = self.watchdog.woken
+        if outcome.status != "done" or not woken:
+            return outcome
+        times = f"{woken} time{'' if woken == 1 else 's'}"
+        said = (
+            f"the team stalled {times} (every agent idle, no mail in flight); the lead was woken and answered"
+        )
+        return dataclasses.replace(outcome, reason=f"{outcome.reason}; {said}" if outcome.reason else said)
 
     def _tools_for(self, definition: AgentDefinition, role: RoleSpec) -> dict[str, Tool]:
         """The tools ``definition`` names (all when it names none) and the team's coordination tools, less
@@ -585,6 +761,7 @@ class Supervisor:
     def _settle(self, member: Member, outcome: Outcome) -> None:
         member.busy = False
         member.done.set_result(outcome)
+        self.watchdog.changed()
         if member.background:  # in the same step, so a parent that sees it done finds the mail
             self._report(member, outcome)
         if not member.settled.done():
@@ -601,6 +778,9 @@ class Supervisor:
             except Exception as e:
                 if self.store.failure is not None:  # the store stopped: the run stops, nothing is retried
                     raise self.store.failure from e
+                full = self._full or self._disk_full(e, self.run_dir, f"{member.name} could not go on")
+                if full is not None:  # the disk under the run is full: restarted, it would meet it again
+                    raise await self._stopped_by_disk(full) from e
                 why = f"{type(e).__name__}: {e}"
                 await self.store.append_event(
                     "agent.raised", {"error": why, "attempt": attempt + 1}, agent=member.name
@@ -627,17 +807,35 @@ class Supervisor:
             member.landing = True
             try:
                 # merged before a crash (recorded by a resume): landed as recorded, never queued again
-                landing = landed(self.store, name, worktrees.integration)
+                landing = landed(self.store, name, worktrees.integration, worktrees.repo)
                 if landing is None and member.loop.stopping is None:  # else it was told to stop first
                     landing = await worktrees.land(name, title, attempt)
             except asyncio.CancelledError:  # a stop: the gate or the wait for the queue ends
                 landing = None
             except GitError as e:
-                reason = f"its work could not be committed: {e}"
+                full = self._disk_full(e, member.checkout.path, f"{name}'s work could not be committed")
+                if full is not None:  # not the agent's fault: its work is committed and queued on resume
+                    raise await self._stopped_by_disk(full) from e
+                reason = f"{COMMIT_FAILED}: {e}"
                 await self.store.set_agent_status(name, "failed", reason)
                 return Outcome("failed", outcome.answer, member.loop.turns, reason)
+            except IntegrationMoved as e:  # the branch kept moving: no gate failed, no attempt is charged
+                kept = await worktrees.keep(name, title)
+                await self.store.set_agent_status(name, "stopped", f"{e}; {kept}")
+                return Outcome("stopped", outcome.answer, member.loop.turns, f"{e}; {kept}")
+            except StoreWriteFailed as e:  # the fence refused the merge (the run was taken over): it ends
+                for other in self.members.values():
+                    if other is not member and not other.done.done():
+                        self._stop(other, str(e))
+                raise
             finally:
                 member.landing = False
+            if landing is None and self._full is not None:  # stopped for a full disk: landed on resume
+                raise await self._stopped_by_disk(self._full)
+            code = full_disk_in(landing.message) if landing is not None and landing.status == "red" else None
+            if code is not None:  # no gate failed: the disk is full; no attempt is charged
+                full = DiskFull(self.store.run_id, worktrees.queue.path, code, f"{name}'s merge failed")
+                raise await self._stopped_by_disk(full)
             if landing is None:
                 kept = await worktrees.keep(name, title)
                 reason = f"stopped while merging; {kept}"
@@ -695,10 +893,12 @@ class Supervisor:
         reader = self.store.reader
         role = self._role_of(record)
         ended = record.status in ENDED and not _unlanded(record)
-        checkout = None
+        checkout, notice = None, None
         if record.kind == "worktree" and not ended:
             assert self.worktrees is not None
-            checkout = await self.worktrees.restore(record.name, worktree_base(events, record.name))
+            restored = await self.worktrees.restore(record.name, worktree_base(events, record.name))
+            checkout = restored.checkout
+            notice = await workspace_remade(self.store, self.worktrees, record, restored)
             await self.guard.watch(checkout.workspace)
         tools = self._tools_context(record.kind, record.parent, checkout)
         parent = self.members.get(record.parent or "")
@@ -732,6 +932,9 @@ class Supervisor:
             ):
                 self._report(member, outcome)  # it ended, and the crash came before it could say so
             return member
+        if notice is not None:  # read with the mail below; the supervisor's word on the run itself, as
+            # its idle notes are (no teammate's message: the chaos checker counts it by state)
+            self.send(SUPERVISOR, record.name, notice, kind="control", summary="workspace remade")
         ingested = reader.ingested_ids(record.name)
         fresh = []
         while (msg := member.inbox.poll()) is not None:
@@ -920,7 +1123,14 @@ class Supervisor:
         for directive in directives:
             try:
                 child = await self._child(caller, kind, role)
-            except GitError as e:
+            except (GitError, OSError) as e:
+                full = self._disk_full(e, self.run_dir, f"{parent} could not start a {role or kind} agent")
+                if full is not None:  # the spawn's call goes on on resume, with the children made so far
+                    for made, _ in children:
+                        self._settle(made, Outcome("stopped", "", 0, str(full)))
+                    raise await self._stopped_by_disk(full) from e
+                if not isinstance(e, GitError):
+                    raise
                 await self._abandon([c for c, _ in children], f"not started: {e}")
                 raise ToolError(f"could not create a worktree for a {role}: {e}") from e
             children.append((child, directive))
@@ -1017,15 +1227,25 @@ class Supervisor:
 
     def _report(self, child: Member, outcome: Outcome) -> None:
         """A background child's final answer, as a ``result`` mail to its parent (not when the store
-        stopped: the end was not kept, so a resume goes on with the child and it reports then)."""
+        stopped: the end was not kept, so a resume goes on with the child and it reports then). Nor once
+        the run's end has closed the mailbox: a teammate idle at Ctrl-C is cancelled only at the
+        interpreter's shutdown, and its "failed: CancelledError" was posted through the closed mailbox
+        (``OSError: Bad file descriptor``); the store keeps it live, so a resume goes on with it."""
         if child.parent is None or child.parent not in self.members or self.store.failure is not None:
+            return
+        if self._torn_down or self._full is not None:  # a full disk: as a stopped store, reported on resume
             return
         body = outcome.answer or f"(no answer; {outcome.status}: {outcome.reason})"
         data = {"status": outcome.status, "reason": outcome.reason, "epoch": child.loop.epoch}
-        self.mailbox.post(
-            sender=child.name, recipient=child.parent, body=body, kind="result",
-            summary=f"{child.name} {outcome.status}", data=data, epoch=child.loop.epoch,
-        )  # fmt: skip
+        try:
+            posted = self.mailbox.post(
+                sender=child.name, recipient=child.parent, body=body, kind="result",
+                summary=f"{child.name} {outcome.status}", data=data, epoch=child.loop.epoch,
+            )  # fmt: skip
+        except MailNotDelivered as e:  # a resume reports it again: no result mail is found
+            self._mail_failed(e, kept=False)
+            return
+        self.lost_mail.remember(posted)  # delivered again from here if its file is damaged
 
     def send(self, sender: str, to: str, body: str, *, kind: str = "message", summary: str = "",
              data: dict[str, Any] | None = None) -> str:  # fmt: skip
@@ -1037,16 +1257,149 @@ class Supervisor:
                 sender=sender, recipient=to, body=body, kind=kind, summary=summary or body[:80],
                 data=data or {}, epoch=epoch,
             )  # fmt: skip
+            self.lost_mail.remember(msg)  # delivered again from here if its file is damaged
+        except MailNotDelivered as e:  # the disk refused it: the sender hears why (a tool error)
+            kept = e.lasting and sender in self.members  # an agent's: a resume delivers it, once
+            self._mail_failed(e, kept=kept)
+            if kept:
+                then = "; the run stops until space is freed; this message is kept and delivered when the run"
+                then += " is resumed: do not send it again"
+            else:
+                then = "; the run stops until space is freed" if e.lasting else "; send it again later"
+            raise ToolError(f"{e}{then}") from e
         except MailboxError as e:
             known = ", ".join(sorted(n for n in self.members if n != sender))
             raise ToolError(f"{e}; the team is: {known}") from e
         return f"delivered {msg.id} to {to}"
 
     def broadcast(self, sender: str, body: str, summary: str) -> list[str]:
+        """Send to every other live agent; one the disk refuses does not keep the rest from theirs (each
+        refusal is kept or said), and the caller hears who has it and who has not."""
         others = [n for n, m in self.members.items() if n != sender and not m.done.done()]
+        refused: list[tuple[str, ToolError]] = []
         for name in others:
-            self.send(sender, name, body, summary=summary)
+            try:
+                self.send(sender, name, body, summary=summary)
+            except ToolError as e:
+                if not isinstance(e.__cause__, MailNotDelivered):
+                    raise
+                refused.append((name, e))
+        if refused:
+            sent = [n for n in others if n not in dict(refused)]
+            head = f"sent to {', '.join(sent)}; " if sent else ""
+            raise ToolError(head + "; ".join(str(e) for _, e in refused)) from refused[0][1].__cause__
         return others
+
+    # -- a full disk under the run's own files (``diskfull``) ---------------------------
+
+    def _mail_failed(self, e: MailNotDelivered, *, kept: bool) -> None:
+        """Record a message the disk refused (``mail.failed``, with the message itself when ``kept``: a
+        resume delivers it); a lasting cause (a full disk) stops the run, as a full store does."""
+        msg = e.msg
+        what = f"{msg.sender}'s {msg.kind} to {msg.recipient} ({msg.id})"
+        then = "; kept, to be delivered when the run is resumed" if kept else ""
+        data: dict[str, Any] = {
+            "note": f"{what} was not delivered: {e.cause}{then}", "id": msg.id, "from": msg.sender,
+            "to": msg.recipient, "kind": msg.kind, "errno": e.errno,
+        }  # fmt: skip
+        if kept:
+            data["message"] = msg.to_dict()
+        self._refused.append((data, msg.sender if msg.sender in self.members else None))
+        if self._recorder is None or self._recorder.done():
+            self._recorder = asyncio.get_running_loop().create_task(self._record_refused())
+        if e.lasting:
+            self._stop_for_disk(DiskFull(self.store.run_id, e.where, e.errno, f"{what} was not delivered"))
+
+    def _stop_for_disk(self, full: DiskFull) -> None:
+        """Stop the run for a full disk: at once in memory (no agent is restarted or reports), and in the
+        store right after the refusals not yet recorded, queued now: nothing written after this (the
+        refused sender's tool result, a model turn) is kept, as after a crash there. The sender's call is
+        then completed once by the resume, which finds its message delivered from the ``mail.failed``
+        event (``_deliver_kept``), so the agent never acts on a refusal that the resume undoes."""
+        if self._full is None:
+            self._full = full
+            log.warning("%s", full)
+            refused, self._refused = self._refused, []
+            run = self.store.run_id
+
+            def record(conn: Any) -> None:
+                for data, agent in refused:
+                    ops.append_event(conn, run=run, kind=MAIL_FAILED, agent=agent, data=data)
+
+            try:
+                stopped: asyncio.Future[None] | None = self.store.stop_after(record, full)
+            except StoreError:
+                stopped = None  # stopped already, by what came first
+            self._halting = asyncio.get_running_loop().create_task(self._halt(stopped))
+
+    async def _record_refused(self) -> None:
+        """Record each refused message (``mail.failed``), each committed before the next is written."""
+        while self._refused:
+            data, agent = self._refused.pop(0)
+            try:
+                await self.store.append_event(MAIL_FAILED, data, agent=agent)
+            except StoreError:
+                return  # the store stopped: the journal says the call never finished; a resume redoes it
+
+    async def _halt(self, stopped: asyncio.Future[None] | None) -> None:
+        """Once the store has stopped (``stopped``: its last write), end the lead, which ends the run: its
+        end raises the failure, in one line."""
+        if stopped is not None:
+            try:
+                await stopped
+            except StoreError:
+                pass  # stopped before, by what came first
+        lead = self.members.get("lead")
+        if lead is not None and not lead.done.done():
+            self._stop(lead, str(self._full))
+
+    async def _deliver_kept(self) -> None:
+        """Deliver the agents' messages a full disk refused and the run kept (``mail.failed`` with the
+        message), each once: never one its recipient holds already (waiting, read or ingested). A disk
+        still full stops the resume in one line, before any agent starts."""
+        reader = self.store.reader
+        for event in reader.events(kinds=(MAIL_FAILED,)):
+            kept = event.data.get("message")
+            if not isinstance(kept, dict):
+                continue
+            try:
+                msg = Message.decode(json.dumps(kept).encode())
+                if self.mailbox.locate(msg.recipient, msg.id) or msg.id in reader.ingested_ids(msg.recipient):
+                    continue
+                self.mailbox.deliver(msg)
+            except MailNotDelivered as e:
+                what = f"the kept message {e.msg.id} to {e.recipient} was not delivered"
+                raise DiskFull(self.store.run_id, e.where, e.errno, what) from e
+            except MailboxError as e:  # its recipient's mailbox is gone: the event said the loss already
+                log.warning("kept message %s not delivered on resume: %s", kept.get("id"), e)
+                continue
+            self.lost_mail.remember(msg)
+            note = f"{msg.sender}'s {msg.kind} to {msg.recipient} ({msg.id}), kept while the disk was full:"
+            note += " delivered now"
+            await self.store.append_event(KEPT_DELIVERED, {"note": note, "id": msg.id}, agent=msg.sender)
+
+    async def _unstrand(self) -> None:
+        """Worktree agents whose landing failed because their work could not be committed (a full disk,
+        before teamrt stopped runs for it): their work is still in their worktrees, so they are marked
+        done again, unlanded, and land as the run goes on (``_unlanded``), never stranded."""
+        for record in self.store.reader.agents():
+            if _commit_failed(record):
+                await self.store.set_agent_status(record.name, "done")
+
+    def _disk_full(self, error: BaseException, where: Path, what: str) -> DiskFull | None:
+        """The ``DiskFull`` behind ``error`` (teamrt's own write, not an agent's command), else None."""
+        code = full_disk_errno(error)
+        if code is None:
+            return None
+        return DiskFull(self.store.run_id, where_of(error, where), code, what)
+
+    async def _stopped_by_disk(self, full: DiskFull) -> StoreError:
+        """Stop the run for ``full`` (or what stopped it first) and wait until the store has stopped;
+        the error to raise."""
+        self._stop_for_disk(full)
+        if self._halting is not None:
+            await asyncio.shield(self._halting)
+        return self.store.failure or self._full or full
 
     async def create_task(self, agent: str, subject: str, description: str, blocked_by: list[int]) -> str:
         task = await self.store.create_task(subject, description, created_by=agent, blocked_by=blocked_by)
@@ -1135,6 +1488,12 @@ def _tee(*sinks: OnText) -> OnText:
             sink(text)
 
     return write
+
+
+def _commit_failed(record: AgentRecord) -> bool:
+    """A worktree agent whose landing failed because teamrt could not commit its work."""
+    reason = record.status_reason or ""
+    return record.kind == "worktree" and record.status == "failed" and reason.startswith(COMMIT_FAILED)
 
 
 def _unlanded(record: AgentRecord) -> bool:

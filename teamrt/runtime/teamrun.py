@@ -19,14 +19,18 @@ from ..models.registry import is_sim
 from ..models.types import OnText
 from ..settings import load_settings
 from ..store import RunRecord, Store, create_store, open_reader, open_store
+from ..store.integrity import StoreBehind
 from ..store.ownership import host_identity
 from ..tools.policy import SandboxPolicy
 from ..tools.sandbox import OPT_IN, default_sandbox, describe
 from ..worktree import GitRepo, Worktrees
+from ..worktree.facts import on_branch, repo_of
 from .agent import Outcome
 from .hooking import load_hooks
 from .supervisor import Supervisor
 from .teamfile import LEAD, RESERVED, RoleSpec, TeamFile, load_team_file, team_from_json, team_to_json
+from .verify import accept_loss as record_loss
+from .verify import verify
 
 
 class NoPrompt(ValueError):
@@ -300,13 +304,16 @@ def check_reachable(run_dir: Path, run: RunRecord) -> None:
 
 
 async def resume_run(
-    run_id: str, *, on_text: OnText | None = None, on_notice: Notice | None = None
+    run_id: str, *, on_text: OnText | None = None, on_notice: Notice | None = None, accept_loss: bool = False
 ) -> RunSummary:
-    """Take over the crashed run ``run_id`` and go on to its end; a live run is refused (``RunOwned``)."""
+    """Take over the crashed run ``run_id`` and go on to its end; a live run is refused (``RunOwned``), and
+    so is a store behind what its run directory shows (``StoreBehind``, see ``verify``) unless
+    ``accept_loss``: then the loss is recorded and the run goes on from what the store has."""
     run_dir = home.existing_run_dir(run_id)
     reader = open_reader(run_dir, run_id)
     try:
         run = reader.run()
+        findings = verify(run_dir, run_id, reader) if run.status == "running" else []
     finally:
         reader.close()
     if run.status != "running":
@@ -314,6 +321,8 @@ async def resume_run(
     if "team" not in run.settings:
         raise NotResumable(f"run {run_id} was started by an older teamrt that kept no team with it")
     check_reachable(run_dir, run)
+    if findings and not accept_loss:
+        raise StoreBehind(run_id, findings)  # before anything changes: the evidence stays as it is
     team = team_from_json(run.settings["team"])
     project = Path(run.workdir)
     sweep(project, on_notice)  # the crashed run's own leftovers too: it takes a new baseline
@@ -324,6 +333,8 @@ async def resume_run(
     mcp = read_mcp(project, team, scan.definitions, on_notice)
     store = open_store(run_dir, run_id)
     try:
+        if findings:  # accepted: said by a store.behind event, and the unrecorded mail is read again
+            await record_loss(store, run_dir, findings)
         settings = load_settings()
         names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
         models = {name: open_model(name, settings=settings) for name in sorted(names)}
@@ -455,6 +466,13 @@ def _tell_if_dirty(repo: GitRepo, base: str, on_notice: Notice) -> None:
         )
 
 
+def _merged(run: RunRecord, store: Store) -> int:
+    """How many merges the integration branch holds, as git shows it: a merge the store records but the
+    branch lost (deleted, moved back) is not counted."""
+    branch = run.settings.get("integration_branch")
+    return len(on_branch(repo_of(run.workdir), branch, store.reader.merges()))
+
+
 def _summary(run_id: str, outcome: Outcome, store: Store, team: TeamFile) -> RunSummary:
     run = store.reader.run()
     usage = run.usage
@@ -469,5 +487,5 @@ def _summary(run_id: str, outcome: Outcome, store: Store, team: TeamFile) -> Run
         simulated=on_sim(team),
         budget_usd=run.budget_usd,
         integration=run.settings.get("integration_branch"),
-        merged=sum(m.status == "merged" for m in store.reader.merges()),
+        merged=_merged(run, store),
     )

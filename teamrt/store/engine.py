@@ -12,23 +12,102 @@ left idle for ``STALE_AFTER_S`` (a wedged owner must not hold the run's row
 lock against a takeover), and readers read in ``REPEATABLE READ`` read-only
 transactions: the server's equivalent of SQLite's snapshot, and a reader that
 cannot write.
+
+A server can restart, or end a connection, under a live run. Every
+connection that has reached the server once (the writer's, a reader's, a
+listener's) tries again for ``TEAMRT_DB_GRACE_S`` seconds (``grace_s``,
+default 30) when it loses the server (``is_disconnect``), and goes on; past
+that, the error stands. A first connection is never retried: a command whose
+database is out of reach says so at once.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool
 
+from .errors import StoreError
 from .ownership import STALE_AFTER_S
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 DB_ENV = "TEAMRT_DB"
 DB_FILE = "run.db"
 FILE_MODE = 0o600
 BUSY_TIMEOUT_MS = 10_000
+GRACE_ENV = "TEAMRT_DB_GRACE_S"
+GRACE_S = 30.0  # how long a connection that reached the server once tries again after losing it
+RETRY_S = 0.5  # between two attempts to reach it again
+CONNECT_TIMEOUT_S = 5  # one attempt's: a server that does not answer must not hold a retry forever
+# Lost connections: class 08 (connection exceptions), and the server shutting down or starting up.
+_DISCONNECT_STATES = ("57P01", "57P02", "57P03")
+
+
+class BadGrace(StoreError):
+    def __init__(self, value: str) -> None:
+        super().__init__(f"{GRACE_ENV}={value[:40]!r} is not a number of seconds (0 or more)")
+
+
+def grace_s() -> float:
+    """How long a lost server is waited for (``TEAMRT_DB_GRACE_S``, default 30 s; 0: not at all)."""
+    value = os.environ.get(GRACE_ENV, "").strip()
+    if not value:
+        return GRACE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise BadGrace(value) from None
+    if not seconds >= 0 or seconds == float("inf"):  # NaN fails the first test
+        raise BadGrace(value)
+    return seconds
+
+
+def is_disconnect(error: BaseException) -> bool:
+    """Whether ``error`` is a lost or refused connection to a server database (it restarted, stopped, or
+    ended this session), as opposed to an error of the statement or of the server's storage."""
+    if not isinstance(error, DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    if not isinstance(error, OperationalError):
+        return False
+    state = getattr(error.orig, "sqlstate", None)
+    return state is None or state.startswith("08") or state in _DISCONNECT_STATES
+
+
+def reconnecting(attempt: Callable[[], T], grace: float, what: str) -> T:
+    """``attempt()``, made again every ``RETRY_S`` while it fails for a lost connection, for up to
+    ``grace`` seconds from the first failure; then its error stands. ``attempt`` must be safe to repeat
+    (a read, or a connect)."""
+    deadline: float | None = None
+    while True:
+        try:
+            return attempt()
+        except DBAPIError as e:
+            if grace <= 0 or not is_disconnect(e):
+                raise
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + grace
+                log.warning("%s lost the database (%s); trying again for %g s", what, one_line(e), grace)
+            if now >= deadline:
+                raise
+            time.sleep(RETRY_S)
+
+
+def one_line(error: BaseException) -> str:
+    """A driver's error on one line: its first, without the hints psycopg adds below it."""
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0].strip() if text else type(error).__name__
 
 
 def store_url(run_dir: Path) -> str:
@@ -93,7 +172,7 @@ def writer_engine(url: str) -> Engine:
         return create_engine(
             url, poolclass=NullPool,
             connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms}",
-                          "application_name": "teamrt writer"},
+                          "application_name": "teamrt writer", "connect_timeout": CONNECT_TIMEOUT_S},
         )  # fmt: skip
     if not is_sqlite(url):
         return create_engine(url, pool_pre_ping=True)
@@ -108,7 +187,7 @@ def reader_engine(url: str) -> Engine:
         return create_engine(
             url, pool_pre_ping=True, pool_size=2, isolation_level="REPEATABLE READ",
             connect_args={"options": "-c default_transaction_read_only=on",
-                          "application_name": "teamrt reader"},
+                          "application_name": "teamrt reader", "connect_timeout": CONNECT_TIMEOUT_S},
         )  # fmt: skip
     if not is_sqlite(url):
         return create_engine(url, pool_pre_ping=True)

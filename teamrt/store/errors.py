@@ -103,6 +103,17 @@ class RunTakenOver(StoreWriteFailed):
         self.reason = reason
 
 
+class StoreOpenFailed(StoreError):
+    """The store could not be opened for writing (a full disk, a failing device): nothing was taken over."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(
+            f"cannot open the run store {where} for writing: {reason}; fix the cause, then try again"
+        )
+
+
 class StoreClosed(StoreError):
     def __init__(self, where: str) -> None:
         self.where = where

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Insert, and_, bindparam, exists, func, insert
 
 from . import tables as t
 from .errors import InvalidTransition, NotFound, TaskUnavailable
-from .ownership import take_lease
+from .ownership import now_in_database, take_lease
 from .records import (
     AGENT_KINDS,
     AGENT_STATUSES,
@@ -161,7 +161,8 @@ def take_ownership(conn: Connection, run: RunRecord, owner: Owner) -> int:
 
 
 def heartbeat(conn: Connection, run: str) -> None:
-    conn.execute(update(t.runs).where(t.runs.c.id == run).values(heartbeat_at=time.time()))
+    """The owner's sign of life, in the database's clock (see ``ownership``)."""
+    conn.execute(update(t.runs).where(t.runs.c.id == run).values(heartbeat_at=now_in_database(conn)))
 
 
 def set_run_status(conn: Connection, run: str, status: str, reason: str | None) -> None:

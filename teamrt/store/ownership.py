@@ -15,6 +15,12 @@ shared row lock, that the token is still its own (``check_lease``). A host
 that was wedged past ``STALE_AFTER_S`` and taken over from therefore has
 its next write refused in the same transaction (``RunTakenOver``): clocks
 decide only when a take is allowed, never whether a stale write lands.
+
+The clock that decides is the database's (``database_now``): on PostgreSQL
+heartbeats are written, and their age measured, in the server's
+``clock_timestamp()``, so a host whose clock is wrong by an hour neither
+looks dead to the others nor takes a healthy run from them. SQLite's runs
+are on one machine, whose clock is the database's.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ import socket
 import time
 from pathlib import Path
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, Double, bindparam, cast, func, select, update
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..procs import is_running, own_identity
 from . import tables as t
@@ -108,26 +115,63 @@ def _read_holder(fd: int) -> Owner | None:
         return None
 
 
-def check_not_live_elsewhere(run: RunRecord, me: Owner) -> None:
-    """Refuse a run another machine's owner still heartbeats (the lock file only covers this one)."""
+_SERVER_NOW = cast(func.extract("epoch", func.clock_timestamp()), Double)
+
+
+def database_now(conn: Connection) -> float:
+    """The database's clock in seconds since the epoch: the server's on PostgreSQL, this machine's on
+    SQLite (one machine). Heartbeats are written, and their age measured, in it."""
+    if conn.dialect.name == "postgresql":
+        return float(conn.execute(select(_SERVER_NOW)).scalar_one())
+    return time.time()
+
+
+def now_in_database(conn: Connection) -> ColumnElement[float] | float:
+    """The database's clock as a value to write: evaluated by the server on PostgreSQL (no round trip)."""
+    return _SERVER_NOW if conn.dialect.name == "postgresql" else time.time()
+
+
+def check_not_live_elsewhere(run: RunRecord, me: Owner, now: float | None = None) -> None:
+    """Refuse a run another machine's owner still heartbeats (the lock file only covers this one); ``now``:
+    the database's clock (``database_now``), which the heartbeat was written in."""
     owner = run.owner
     if owner is None or owner.host == me.host or run.heartbeat_at is None:
         return
-    age = time.time() - run.heartbeat_at
+    age = (time.time() if now is None else now) - run.heartbeat_at
     if age < STALE_AFTER_S:
-        raise RunOwned(run.id, owner.host, owner.pid, age)
+        raise RunOwned(run.id, owner.host, owner.pid, max(0.0, age))
 
 
-def owner_alive(run: RunRecord) -> bool:
-    """Whether the run's recorded owner still works: its process exists (here) and its heartbeat is fresh."""
+def owner_alive(run: RunRecord, now: float | None = None) -> bool:
+    """Whether the run's recorded owner still works: its process exists (here) and its heartbeat is fresh.
+    ``now``: the database's clock (``StoreReader.now``); this machine's when not given."""
     owner = run.owner
     if owner is None or run.heartbeat_at is None:
         return False
-    if time.time() - run.heartbeat_at >= STALE_AFTER_S:
+    if (time.time() if now is None else now) - run.heartbeat_at >= STALE_AFTER_S:
         return False
     if owner.host == host_identity():
         return is_running(owner.pid, owner.start_time)
     return True
+
+
+LIVE, NOT_RESPONDING, GONE = "live", "not responding", "gone"
+
+
+def owner_state(run: RunRecord, now: float | None = None) -> str:
+    """How the run's recorded owner is: ``live`` (fresh heartbeat, its process here exists), ``not
+    responding`` (its process exists on this host, its heartbeat is stale: stopped, say by SIGSTOP, or
+    overloaded; a resume would be refused by its lock) or ``gone``. An owner on another host whose
+    heartbeat is stale cannot be checked from here: ``gone``. ``now``: as for ``owner_alive``."""
+    owner = run.owner
+    if owner is None or run.heartbeat_at is None:
+        return GONE
+    here = owner.host == host_identity()
+    if here and not is_running(owner.pid, owner.start_time):
+        return GONE
+    if (time.time() if now is None else now) - run.heartbeat_at < STALE_AFTER_S:
+        return LIVE
+    return NOT_RESPONDING if here else GONE
 
 
 def take_lease(conn: Connection, run: RunRecord, owner: Owner) -> int:
@@ -142,7 +186,7 @@ def take_lease(conn: Connection, run: RunRecord, owner: Owner) -> int:
         .where(t.runs.c.id == run.id, t.runs.c.owner_token == run.owner_token)
         .values(
             owner_host=owner.host, owner_pid=owner.pid, owner_start_time=owner.start_time,
-            owner_since=owner.since, heartbeat_at=owner.since, owner_token=token,
+            owner_since=owner.since, heartbeat_at=now_in_database(conn), owner_token=token,
         )
     )  # fmt: skip
     if taken.rowcount != 1:

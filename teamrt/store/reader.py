@@ -3,14 +3,21 @@
 A reader never writes run data. Each method reads inside one transaction,
 so what it returns is a consistent snapshot, and returns records, never
 ORM objects. Methods block; the TUI calls them from worker threads.
+
+On a server database a read that loses the server (a restart, a stop, its
+session ended) is made again for the grace period (``engine.grace_s``): a
+read changes nothing, so it may be repeated. A reader is only made once its
+server was reached (``open_reader``), so an unreachable database is still
+said at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import functools
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine, Row, select, union_all
 
@@ -18,7 +25,7 @@ from . import engine as eng
 from . import migrate, steering
 from . import tables as t
 from .errors import NotFound, RunNotFound, SchemaTooNew, SchemaTooOld
-from .ownership import OwnerLock
+from .ownership import OwnerLock, database_now
 from .records import (
     AgentRecord,
     EventRecord,
@@ -31,18 +38,67 @@ from .records import (
     TurnRecord,
 )
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _again(read: Callable[Concatenate[StoreReader, P], R]) -> Callable[Concatenate[StoreReader, P], R]:
+    """A read made again while the server is lost, for the reader's grace (not inside a snapshot, whose
+    transaction went with the connection)."""
+
+    @functools.wraps(read)
+    def reading(self: StoreReader, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._conn is not None or self.grace_s <= 0:
+            return read(self, *args, **kwargs)
+        return eng.reconnecting(
+            lambda: read(self, *args, **kwargs), self.grace_s, f"a reader of {self.run_id}"
+        )
+
+    return reading
+
 
 class StoreReader:
-    def __init__(self, engine: Engine, run: str, *, conn: Connection | None = None) -> None:
+    def __init__(
+        self, engine: Engine, run: str, *, conn: Connection | None = None, grace_s: float | None = None
+    ) -> None:
+        """``grace_s``: how long a lost server is waited for (default ``engine.grace_s()`` on PostgreSQL)."""
         self._engine = engine
         self.run_id = run
         self._conn = conn  # a snapshot's: every read in its one transaction
+        if grace_s is None:
+            grace_s = eng.grace_s() if engine.dialect.name == "postgresql" else 0.0
+        self.grace_s = grace_s
 
     @contextmanager
     def snapshot(self) -> Iterator[StoreReader]:
         """This reader's methods inside one transaction: together they see one state of the run."""
-        with self._engine.connect() as conn, conn.begin():
-            yield StoreReader(self._engine, self.run_id, conn=conn)
+        if self.grace_s > 0:
+            conn = eng.reconnecting(self._reached, self.grace_s, f"a reader of {self.run_id}")
+        else:
+            conn = self._engine.connect()
+        try:
+            with conn.begin():
+                yield StoreReader(self._engine, self.run_id, conn=conn, grace_s=0.0)
+        finally:
+            conn.close()
+
+    def _reached(self) -> Connection:
+        """A connection that has reached the server (checked out of the pool, pinged)."""
+        conn = self._engine.connect()
+        try:
+            conn.exec_driver_sql("SELECT 1")
+            conn.rollback()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @_again
+    def now(self) -> float:
+        """The database's clock (PostgreSQL's; this machine's for SQLite), in seconds since the epoch:
+        what the owner's heartbeats are written in (see ``ownership.database_now``)."""
+        with self._read() as conn:
+            return database_now(conn)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -55,11 +111,13 @@ class StoreReader:
     def close(self) -> None:
         self._engine.dispose()
 
+    @_again
     def steering_waiting(self) -> list[SteeringRecord]:
         """Messages left for this run by other hosts and not yet delivered (see ``steering.py``)."""
         with self._read() as conn:
             return steering.waiting(conn, self.run_id)
 
+    @_again
     def run(self) -> RunRecord:
         with self._read() as conn:
             row = conn.execute(select(t.runs).where(t.runs.c.id == self.run_id)).first()
@@ -67,6 +125,7 @@ class StoreReader:
             raise NotFound("run", self.run_id)
         return t.run_record(row)
 
+    @_again
     def agents(self, names: Collection[str] | None = None) -> list[AgentRecord]:
         """The run's agents (those named, when ``names`` is given), oldest first."""
         query = select(t.agents).where(t.agents.c.run_id == self.run_id)
@@ -76,6 +135,7 @@ class StoreReader:
             rows = conn.execute(query.order_by(t.agents.c.created_at)).all()
         return [t.agent_record(r) for r in rows]
 
+    @_again
     def changed_agents(self, since: float) -> tuple[set[str], float]:
         """Agents whose record changed, or whose calls were asked for or started, at ``since`` or later,
         and the latest such time (``since`` when there is none).
@@ -100,6 +160,7 @@ class StoreReader:
             rows = conn.execute(query).all()
         return {r[0] for r in rows}, max((r[1] for r in rows), default=since)
 
+    @_again
     def agent(self, name: str) -> AgentRecord:
         with self._read() as conn:
             row = conn.execute(
@@ -109,6 +170,7 @@ class StoreReader:
             raise NotFound("agent", name)
         return t.agent_record(row)
 
+    @_again
     def turns(self, agent: str, after_seq: int = 0) -> list[TurnRecord]:
         with self._read() as conn:
             rows = conn.execute(
@@ -118,6 +180,7 @@ class StoreReader:
             ).all()
         return [t.turn_record(r) for r in rows]
 
+    @_again
     def tool_calls(
         self,
         agent: str | None = None,
@@ -145,6 +208,7 @@ class StoreReader:
             by_call.setdefault(p._mapping["call_id"], []).append(p)
         return [t.tool_call_record(c, by_call.get(c._mapping["id"], [])) for c in calls]
 
+    @_again
     def turn_heads(self, after_id: int = 0) -> list[tuple[int, str, str, float]]:
         """``(id, agent, role, created_at)`` of every turn after ``after_id``, without its content:
         what a watcher needs to count turns and see whose turn is whose, cheaply."""
@@ -153,6 +217,7 @@ class StoreReader:
         with self._read() as conn:
             return [(r[0], r[1], r[2], r[3]) for r in conn.execute(query.order_by(c.id)).all()]
 
+    @_again
     def mail(self, agent: str | None = None, *, sender: str | None = None) -> list[MailRecord]:
         """Ingested mail, to ``agent`` and/or from ``sender`` when given."""
         query = select(t.mail).where(t.mail.c.run_id == self.run_id)
@@ -164,6 +229,7 @@ class StoreReader:
             rows = conn.execute(query.order_by(t.mail.c.turn_id, t.mail.c.id)).all()
         return [t.mail_record(r) for r in rows]
 
+    @_again
     def ingested_ids(self, agent: str) -> set[str]:
         with self._read() as conn:
             ids = conn.execute(
@@ -171,6 +237,7 @@ class StoreReader:
             ).scalars()
             return set(ids)
 
+    @_again
     def tasks(self) -> list[TaskRecord]:
         with self._read() as conn:
             rows = conn.execute(
@@ -187,12 +254,14 @@ class StoreReader:
             by_task.setdefault(key, []).append(number)
         return [t.task_record(r, by_task.get(r._mapping["id"], [])) for r in rows]
 
+    @_again
     def merges(self) -> list[MergeRecord]:
         queue = t.merge_queue
         query = select(queue).where(queue.c.run_id == self.run_id).order_by(queue.c.id)
         with self._read() as conn:
             return [t.merge_record(r) for r in conn.execute(query).all()]
 
+    @_again
     def events(
         self, after_id: int = 0, limit: int | None = None, kinds: Collection[str] = ()
     ) -> list[EventRecord]:
@@ -205,6 +274,7 @@ class StoreReader:
             rows = conn.execute(query).all()
         return [t.event_record(r) for r in rows]
 
+    @_again
     def last_events(self, limit: int) -> list[EventRecord]:
         """The newest ``limit`` events, oldest first."""
         query = (

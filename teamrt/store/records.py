@@ -66,6 +66,9 @@ class RunRecord:
     heartbeat_at: float | None
     owner_token: int = 0
     """The lease's fencing token: bumped by every take of the run; a write under an older one is refused."""
+    commits: int = 0
+    """The writer's group commits so far (see ``integrity.py``): the run directory's ``commits`` file
+    ahead of it means the store lost commits."""
 
 
 @dataclass(frozen=True, slots=True)

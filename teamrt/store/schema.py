@@ -78,6 +78,9 @@ class Run(UsageTotals, Base):
     # The lease's fencing token: every take of the run bumps it, and every write transaction of the
     # owner checks it (see ownership.py), so an owner that was taken over from can no longer write.
     owner_token: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # The writer's group commits so far: each bumps it, then writes it to the run directory's ``commits``
+    # file (``integrity.py``); a file ahead of this column proves the database lost commits.
+    commits: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class Agent(UsageTotals, Base):

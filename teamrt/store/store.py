@@ -7,19 +7,23 @@ Writes go through the run's one ``Writer``; reads through ``store.reader``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, update
+from sqlalchemy.exc import DBAPIError
 
 from . import engine as eng
-from . import migrate, ops
+from . import integrity, migrate, ops
 from . import tables as t
-from .errors import RunExists, RunNotFound, StoreWriteFailed
+from .errors import RunExists, RunNotFound, StoreOpenFailed, StoreWriteFailed, database_reason
+from .integrity import CommitStamp
 from .notify import COMMITS, notify
-from .ownership import HEARTBEAT_S, OwnerLock, check_lease, check_not_live_elsewhere
+from .ownership import HEARTBEAT_S, OwnerLock, check_lease, check_not_live_elsewhere, database_now
 from .reader import StoreReader
 from .records import (
     AgentRecord,
@@ -42,8 +46,9 @@ class Store:
     """The owner's handle on one run. Build it with ``create_store`` or ``open_store``."""
 
     def __init__(
-        self, run: str, where: str, engine: Engine, lock: OwnerLock, owner: Owner, url: str, token: int
-    ) -> None:
+        self, run: str, where: str, engine: Engine, lock: OwnerLock, owner: Owner, url: str, token: int,
+        stamp: CommitStamp | None = None,
+    ) -> None:  # fmt: skip
         self.run_id = run
         self.where = where
         self.url = url
@@ -52,9 +57,10 @@ class Store:
         """This owner's fencing token: every write transaction first checks it is still the run's."""
         self._engine = engine
         self._lock = lock
+        self._stamp = stamp
         self._writer = Writer(
             engine, where, functools.partial(ops.heartbeat, run=run), HEARTBEAT_S,
-            fence=functools.partial(_fence, run=run, token=token, where=where),
+            fence=functools.partial(_fence, run=run, token=token, where=where), stamp=stamp,
         )  # fmt: skip
         self.reader = StoreReader(eng.reader_engine(url), run)
 
@@ -72,9 +78,16 @@ class Store:
         """Run ``op(connection)`` in the next group commit; return once it is durable."""
         return await self._writer.submit(op)
 
+    def stop_after(self, op: Op[T], failure: StoreWriteFailed) -> asyncio.Future[T]:
+        """Queue ``op`` as the store's last write: once it is committed, every write fails with ``failure``
+        (a full disk under the run's files stops the run as a full store does)."""
+        return self._writer.stop_after(op, failure)
+
     def close(self) -> None:
         """Commit what is queued, give up ownership, release the lock."""
         self._writer.close()
+        if self._stamp is not None:
+            self._stamp.close()
         if self._writer.failure is None:
             try:
                 with self._engine.connect() as conn, conn.begin():
@@ -297,7 +310,7 @@ def create_store(
         return ops.take_ownership(conn, record, owner)
 
     try:
-        return _open(run_dir, run, url, where, setup)
+        return _open(run_dir, run, url, where, setup, fresh=True)
     except BaseException:
         if path is not None:
             for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
@@ -317,23 +330,43 @@ def open_store(run_dir: Path, run: str) -> Store:
         record = ops.read_run(conn, run)
         if record is None:
             raise RunNotFound(run, where)
-        check_not_live_elsewhere(record, owner)
+        check_not_live_elsewhere(record, owner, database_now(conn))
         return ops.take_ownership(conn, record, owner)
 
     return _open(run_dir, run, url, where, setup)
 
 
-def _open(run_dir: Path, run: str, url: str, where: str, setup: Callable[[Connection, Owner], int]) -> Store:
-    lock = OwnerLock(run_dir, run, shared_database=eng.run_file(run_dir) is None)
-    owner = lock.acquire()
+def _open(
+    run_dir: Path, run: str, url: str, where: str, setup: Callable[[Connection, Owner], int], *,
+    fresh: bool = False,
+) -> Store:  # fmt: skip
+    """Lock, upgrade and take the run (``setup``); ``fresh``: a new run, whose commit count starts at 0. A
+    full disk or a failing device is said in one line (``StoreOpenFailed``), never a driver's traceback."""
+    try:
+        lock = OwnerLock(run_dir, run, shared_database=eng.run_file(run_dir) is None)
+        owner = lock.acquire()
+    except OSError as e:
+        raise StoreOpenFailed(where, _os_reason(e)) from e
     engine = eng.writer_engine(url)
     try:
         with engine.connect() as conn:
             migrate.upgrade(conn, where)
             with conn.begin():
                 token = setup(conn, owner)
-        return Store(run, where, engine, lock, owner, url, token)
-    except BaseException:
+                count = integrity.stored_count(conn, run)
+        stamp = integrity.CommitStamp(run, run_dir, count, engine.dialect.name, reset=fresh)
+        return Store(run, where, engine, lock, owner, url, token, stamp)
+    except BaseException as e:
         engine.dispose()
         lock.release()
+        if isinstance(e, DBAPIError):
+            raise StoreOpenFailed(where, database_reason(e)) from e
+        if isinstance(e, OSError):
+            raise StoreOpenFailed(where, _os_reason(e)) from e
         raise
+
+
+def _os_reason(error: OSError) -> str:
+    if error.errno is None:
+        return str(error)
+    return f"{os.strerror(error.errno).lower()} (errno {error.errno})"

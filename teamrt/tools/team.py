@@ -31,9 +31,15 @@ class Team(Protocol):
     ) -> str: ...
 
     def send(self, sender: str, to: str, body: str, *, kind: str = "message", summary: str = "",
-             data: dict[str, Any] | None = None) -> str: ...  # fmt: skip
+             data: dict[str, Any] | None = None) -> str:  # fmt: skip
+        """Deliver a message; a ``ToolError`` naming why when it cannot be (no such agent, or the disk
+        refused it: ``not delivered: no space left on device (mailbox of X)``, with what happens to it)."""
+        ...
 
-    def broadcast(self, sender: str, body: str, summary: str) -> list[str]: ...
+    def broadcast(self, sender: str, body: str, summary: str) -> list[str]:
+        """Deliver to every other live agent; a ``ToolError`` naming who has it and who has not when the
+        disk refuses some."""
+        ...
 
     async def create_task(self, agent: str, subject: str, description: str, blocked_by: list[int]) -> str: ...
 
@@ -168,7 +174,10 @@ def task_spawn(input: dict[str, Any], roles: Mapping[str, str]) -> tuple[str, st
 
 class SendMessage(_TeamTool):
     name = "send_message"
-    description = "Send a message to another agent of the team by name. It is delivered at once, durably."
+    description = (
+        "Send a message to another agent of the team by name. It is delivered at once, durably, or the call"
+        " fails saying why (and what becomes of the message)."
+    )
     input_schema = object_schema(
         {"to": {"type": "string"}, "body": {"type": "string"}, "summary": {"type": "string"}}, "to", "body"
     )

@@ -18,6 +18,7 @@ STATUS_STYLE = {
     "failed": "bold red",
     "stopped": "yellow",
     "crashed": "bold white on red",  # a live agent of a crashed run
+    "not responding": "bold black on yellow",  # a run whose owner lives here, its heartbeat stale
 }
 ENDED = ("done", "failed", "stopped", "crashed")
 LINE_STYLE = {

@@ -40,6 +40,13 @@ class TeamScreen(Screen[None]):
 
     def resume(self, run_id: str, status: str) -> None:
         """``r``: start ``teamrt resume RUN --detach`` for a crashed run; say why not for another."""
+        if status == "not responding":  # its process is here, stopped or overloaded: as teamrt resume says
+            self.notify(
+                f"run {run_id} is not responding: it may be stopped (SIGSTOP) or overloaded; kill it or wait,"
+                " then resume",
+                severity="warning",
+            )
+            return
         if status != "crashed":
             self.notify(f"run {run_id} is {status}; only a crashed run can be resumed", severity="warning")
             return

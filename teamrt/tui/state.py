@@ -32,6 +32,7 @@ from ..runs import (
     unconfined_run,
 )
 from ..runtime.asking import ANSWERED, ASK
+from ..runtime.losses import KINDS as LOSSES
 from ..runtime.stream import STREAM_DIR
 from ..store import (
     AgentRecord,
@@ -84,6 +85,7 @@ class RunState:
     detail: AgentDetail | None  # of the selected agent
     streaming: str  # what the selected agent's model is writing now, not yet a turn
     unconfined: bool = False  # the run's commands run without bubblewrap (it opted in)
+    losses: tuple[EventRecord, ...] = ()  # every loss the run named (``runtime.losses``), oldest first
 
     def by_status(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -120,6 +122,7 @@ class RunFollower:
         self._since: float | None = None  # the writer's time of the latest change read
         self._full_at = 0.0
         self._unconfined = False
+        self._losses: list[EventRecord] = []
 
     def close(self) -> None:
         self._version.close()
@@ -137,8 +140,14 @@ class RunFollower:
         return committed or streamed
 
     def read(self, selected: str | None) -> RunState:
-        with self.reader.snapshot() as reader:
-            return self._read(reader, selected)
+        """What the run view shows now. A server lost mid-read is read again, for the reader's grace: a
+        read only moves this follower on past what it has seen, so a repeat shows nothing twice."""
+
+        def once() -> RunState:
+            with self.reader.snapshot() as reader:
+                return self._read(reader, selected)
+
+        return eng.reconnecting(once, self.reader.grace_s, f"the run view of {self.run_id}")
 
     def _read(self, reader: StoreReader, selected: str | None) -> RunState:
         run = reader.run()
@@ -152,10 +161,12 @@ class RunFollower:
             self._status, moved = status, set(self._records)
         if self._events:
             new = reader.events(self._events[-1].id)
-        else:  # the first read: the tail, and every ask of the run
+            self._losses += [e for e in new if e.kind in LOSSES]
+        else:  # the first read: the tail, and every ask and loss of the run
             new = reader.last_events(EVENT_TAIL)
             self._note_asks(reader.events(kinds=(ASK, ANSWERED)))
             self._unconfined = unconfined_run(sandbox_of(reader))
+            self._losses = reader.events(kinds=tuple(sorted(LOSSES)))  # older than the tail too
         self._events.extend(new)
         for event in new:
             if event.kind == SANDBOX_EVENT:  # recorded as the run starts, and as it is resumed
@@ -189,6 +200,7 @@ class RunFollower:
             detail=self._detail_of,
             streaming=self._streaming(record),
             unconfined=self._unconfined,
+            losses=tuple(self._losses),
         )
 
     def _streaming(self, agent: AgentRecord | None) -> str:

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Static
 
 from ..logs import describe_event
 from ..runs import PendingAsk, age_text, budget_text, describe_call, duration_text, money, simulated
+from ..runtime.losses import KINDS as LOSSES
 from ..store import EventRecord, MergeRecord, TaskRecord
 from ..terminal import clean
 from .activity import WAITING
@@ -127,6 +128,11 @@ class Totals(Panel):
             )
         if state.status == "crashed":
             line.append("   r resumes it", style="bold")
+        if state.losses:  # what a fault took (mail set aside, a stall, a remade workspace), not only logged
+            line.append("   ")
+            count = f"{len(state.losses)} loss{'es' if len(state.losses) > 1 else ''}"
+            latest = str(state.losses[-1].data.get("note", state.losses[-1].kind))
+            line.append_text(plain(f"{count}: {latest}", LOSS_STYLE))
         line.append("   agents ")
         counts = state.by_status()
         for i, (status, n) in enumerate(sorted(counts.items(), key=lambda kv: _STATUS_ORDER.get(kv[0], 9))):
@@ -269,11 +275,14 @@ def _event_line(event: EventRecord, started: float) -> Text:
     """``+12.3s coder-1 merge.merged attempt 1, ...``: ``teamrt logs``'s line, narrower."""
     line = Text(f"+{max(0.0, event.at - started):.1f}s ", style="dim")
     line.append_text(plain(f"{event.agent or 'run'} ", "bold"))
-    line.append_text(plain(f"{event.kind} ", EVENT_STYLE.get(event.kind.split(".")[0], "")))
+    style = LOSS_STYLE if event.kind in LOSSES else EVENT_STYLE.get(event.kind.split(".")[0], "")
+    line.append_text(plain(f"{event.kind} ", style))
     line.append_text(plain(describe_event(event)))
     return line
 
 
+LOSS_STYLE = "bold white on red"
+"""A loss the run named (``runtime.losses``): in the header and in the event log."""
 EVENT_STYLE = {
     "agent": "cyan",
     "merge": "magenta",

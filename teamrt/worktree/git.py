@@ -31,6 +31,7 @@ callers go through ``asyncio.to_thread``.
 
 from __future__ import annotations
 
+import errno
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,6 +68,10 @@ TEAMRT_IDENTITY = {
 }
 
 
+FULL_DISK = {"no space left on device": errno.ENOSPC, "disk quota exceeded": errno.EDQUOT}
+"""What git (and the C library under it) says when a write is refused for want of room, and its errno."""
+
+
 class GitError(Exception):
     """A git command that failed; the message is one line naming it, then git's own words."""
 
@@ -74,6 +79,19 @@ class GitError(Exception):
         super().__init__(message)
         self.output = output or message
         """All git said, stdout then stderr."""
+
+    @property
+    def full_disk(self) -> int | None:
+        """``ENOSPC`` or ``EDQUOT`` when git failed because the disk (or its inode table, or a quota) was
+        full: no fault of the agent's work, and no retry helps until a person frees space; else None."""
+        return full_disk_in(f"{self}\n{self.output}")
+
+
+def full_disk_in(said: str) -> int | None:
+    """``ENOSPC`` or ``EDQUOT`` when ``said`` (git's output, a gate's) tells of a write refused for want of
+    room, else None."""
+    said = said.lower()
+    return next((code for text, code in FULL_DISK.items() if text in said), None)
 
 
 class GitRepo:

@@ -13,6 +13,14 @@ passes does the branch move, by a compare-and-swap ``update-ref`` from the tip
 the merge started on. A conflict or a red gate leaves the branch where it was
 and comes back as a verdict with git's or the gate's output.
 
+The branch moves inside a write transaction of the run's store (``_fenced_move``):
+the store's fence checks the run's lease first and holds it (a takeover waits for
+that transaction), so the queue of an owner taken over from (two owners overlapping
+after a pause) never moves the branch; its ``RunTakenOver`` ends its run. A lost
+compare-and-swap (the branch moved between the merge and its update) is no gate's
+failure and no attempt of the agent's: the merge is made again on the new tip, up to
+``MOVED_RETRIES`` times, each a ``merge.retried`` event; then ``IntegrationMoved``.
+
 A gate is judged by its exit status and the test report teamrt asks for, never by
 what it prints (``gates``). A gate with a report that fails on the tip already (a
 team fixing failing tests in parallel: no one fix alone turns the suite green)
@@ -23,11 +31,15 @@ fail; the tip's run is made once per tip, and a merge's own run is the next tip'
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from sqlalchemy import Connection
 
 from .. import faults
 from ..store import Store
@@ -44,14 +56,33 @@ OUTPUT_CHARS = 8_000
 """Of a gate's or git's output, what a verdict keeps (its end, where failures are reported)."""
 
 
+MOVED_RETRIES = 3
+"""How often a merge is made again on a new tip after the integration branch moved under it."""
+RETRIED = "merge.retried"
+"""The event of a merge made again because the integration branch moved under it."""
+
+
 class GatesRefused(Exception):
     """The gates may not run: no bubblewrap, and the run did not opt in to unconfined commands."""
+
+
+class IntegrationMoved(Exception):
+    """The integration branch moved under every try of a merge: something outside the queue updates it.
+    Not the agent's failure; its text is one line."""
+
+    def __init__(self, agent: str, branch: str, tries: int) -> None:
+        self.agent = agent
+        self.branch = branch
+        super().__init__(
+            f"the integration branch {branch} moved under each of {tries} merges of {agent}'s work"
+            " (something outside this run updates it); nothing of it was merged"
+        )
 
 
 @dataclass(frozen=True)
 class Verdict:
     status: str
-    """``merged``, ``conflict`` or ``red``."""
+    """``merged``, ``conflict`` or ``red`` (``moved``: only within the queue, which tries again)."""
     output: str = ""
     commit: str | None = None
     """The integration branch's new tip, when merged."""
@@ -101,16 +132,31 @@ class MergeQueue:
         await self.store.queue_merge(agent, branch, head)
         async with self._lock:
             await self.store.set_merge_status(agent, "merging")
-            try:
-                verdict = await self._try(head, f"Merge {agent}: {title}", index_env)
-            except GitError as e:  # teamrt's own git step failed: the agent hears it like a red gate
-                verdict = Verdict("red", f"teamrt could not merge: {e}")
-            except GatesRefused as e:
-                verdict = Verdict("red", f"teamrt could not run the gates: {e}")
+            for tries in itertools.count(1):
+                verdict = await self._attempt(head, f"Merge {agent}: {title}", index_env)
+                if verdict.status != "moved":
+                    break
+                await self.store.append_event(
+                    RETRIED, {"branch": self.branch, "head": head, "tip": verdict.commit, "try": tries},
+                    agent=agent,
+                )  # fmt: skip
+                if tries > MOVED_RETRIES:
+                    moved = IntegrationMoved(agent, self.branch, tries)
+                    await self.store.set_merge_status(agent, "queued", output=str(moved))
+                    raise moved
             await self.store.set_merge_status(
                 agent, verdict.status, output=verdict.output or None, merged_commit=verdict.commit
             )
         return verdict
+
+    async def _attempt(self, head: str, message: str, index_env: Mapping[str, str] | None) -> Verdict:
+        """One try of the merge. A refused fence (``RunTakenOver``) passes: this owner stops."""
+        try:
+            return await self._try(head, message, index_env)
+        except GitError as e:  # teamrt's own git step failed: the agent hears it like a red gate
+            return Verdict("red", f"teamrt could not merge: {e}")
+        except GatesRefused as e:
+            return Verdict("red", f"teamrt could not run the gates: {e}")
 
     async def tip(self) -> str:
         """The integration branch's tip, created at the run's base the first time."""
@@ -149,7 +195,9 @@ class MergeQueue:
             if not judgement.passed:
                 return Verdict("red", _tail(reports[-1]))
         faults.point("merge.before_ref", new)
-        await asyncio.to_thread(self.repo.set_branch, self.branch, new, tip)
+        moved = await self.store.write(functools.partial(_fenced_move, self.repo, self.branch, new, tip))
+        if moved is not None:  # the compare-and-swap lost: git found the branch elsewhere
+            return Verdict("moved", f"the integration branch moved to {moved[:12]} during the merge", moved)
         faults.point("merge.after_ref", new)
         self._runs.update({(new, gate): run for gate, run in runs.items()})  # the next merge's tip
         return Verdict("merged", _tail("\n".join(reports)), new)
@@ -223,6 +271,24 @@ class MergeQueue:
         """Remove the queue's worktree (the branch stays)."""
         if self.path.exists():
             await asyncio.to_thread(self.repo.remove_worktree, self.path)
+
+
+def _fenced_move(repo: GitRepo, branch: str, new: str, old: str, conn: Connection) -> str | None:
+    """Move ``branch`` from ``old`` to ``new`` inside a store write transaction, after the store's fence
+    checked this owner's lease (and while it holds it). None when the branch is at ``new`` (moved now, or
+    by this same operation when the writer ran its group again); else the tip git found instead of
+    ``old``. A failure that left the branch at ``old`` (a stale lock file, say) is git's error."""
+    del conn  # the transaction is the fence's: nothing is written
+    try:
+        repo.set_branch(branch, new, old)
+    except GitError:
+        now = repo.tip(branch)
+        if now == new:
+            return None
+        if now is None or now == old:
+            raise
+        return now
+    return None
 
 
 def _tail(text: str) -> str:

@@ -39,6 +39,17 @@ class Landing:
     """For the agent when it must try again; else for its parent."""
 
 
+@dataclass(frozen=True)
+class Restored:
+    """An agent's checkout after a crash, and whether it had to be made again."""
+
+    checkout: Checkout
+    remade_at: str | None = None
+    """The commit it was made again at, when it was lost (None: kept)."""
+    remade_from: str | None = None
+    """The branch it was made again from (None: its base, the branch never set)."""
+
+
 class Worktrees:
     def __init__(
         self,
@@ -108,28 +119,28 @@ class Worktrees:
             lock.unlink(missing_ok=True)
         return locks
 
-    async def restore(self, agent: str, base: str | None) -> Checkout:
-        """``agent``'s checkout after a crash: kept when git still knows it, else made again from its
-        branch, or from its base if it never landed (uncommitted work of a lost worktree is gone)."""
+    async def restore(self, agent: str, base: str | None) -> Restored:
+        """``agent``'s checkout after a crash: kept when git still knows it and its HEAD reads, else made
+        again from its branch, or from its base if it never landed (uncommitted work of a lost worktree
+        is gone: ``Restored.remade_at`` says where it was made again, for the loss to be told)."""
         path = self.run_dir / "worktrees" / agent
         admin = _admin_of(self.repo.git_dir / "worktrees", path)
+        branch = self.branch_for(agent)
         async with self._git:
-            if admin is not None:
+            if admin is not None and _head_reads(admin):
                 objects = self.run_dir / "objects" / agent
-                checkout = Checkout(
-                    agent, path, admin, objects, self.branch_for(agent), base or self.base, self.subdir
-                )
-            else:
-                start = self.repo.tip(self.branch_for(agent)) or base or self.base
-                await asyncio.to_thread(self.repo.remove_worktree, path)
-                made = await asyncio.to_thread(
-                    co.create, self.repo, self.run_dir, agent, self.branch_for(agent), start, self.subdir
-                )
-                checkout = dataclasses.replace(
-                    made, base=base or self.base
-                )  # cut from its branch, based on base
+                checkout = Checkout(agent, path, admin, objects, branch, base or self.base, self.subdir)
+                self.checkouts[agent] = checkout
+                return Restored(checkout)
+            tip = await asyncio.to_thread(self.repo.tip, branch)
+            start = tip or base or self.base
+            await asyncio.to_thread(self.repo.remove_worktree, path)
+            made = await asyncio.to_thread(
+                co.create, self.repo, self.run_dir, agent, branch, start, self.subdir
+            )
+            checkout = dataclasses.replace(made, base=base or self.base)  # cut from its branch, based on base
         self.checkouts[agent] = checkout
-        return checkout
+        return Restored(checkout, remade_at=start, remade_from=branch if tip else None)
 
     async def changed(self, agent: str) -> dict[str, list[str]]:
         """The files ``agent`` now shares with other live worktree agents, newly, by agent."""
@@ -231,6 +242,15 @@ def git_env_of(repo: GitRepo, workspace: Path) -> dict[str, str] | None:
     if root is None or admin is None:
         return None
     return {"GIT_DIR": str(admin), "GIT_COMMON_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(root)}
+
+
+def _head_reads(admin: Path) -> bool:
+    """Whether a checkout's HEAD, in its admin directory, names a commit (a broken one is made again)."""
+    try:
+        head = (admin / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.startswith("ref: ") or (len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head))
 
 
 def _admin_of(admins: Path, path: Path) -> Path | None:

@@ -9,11 +9,13 @@ what the diff changes and which tests cover it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 
 from ...reply import Reply
+from ...tokens import message_blocks
 from ..policy import SimRequest, ToolOutcome
 from .conversation import calls, first_text, gist, history, mail
 from .repair import Candidate, callees, candidates, source_lines
@@ -21,6 +23,9 @@ from .unittest_output import Failure, failures, summary
 
 SUITE = "python3 -m unittest"
 REVIEW = "REVIEW"
+REDO = "My workspace was lost and remade; redoing my changes to"
+"""How a coder's turn that redoes what a lost workspace took begins: its replay skips that turn."""
+_LOST = re.compile(r"your uncommitted changes to (.+?) are gone: redo them")
 REVIEWER_BRIEF = (
     "You review the coders' fixes. Each coder mails you its diff when its tests pass. For each one,"
     " check which tests cover the changed code and whether the change touches tests, and mail the lead"
@@ -284,6 +289,7 @@ class _Search:
 
 
 def coder(request: SimRequest) -> Reply:
+    request = _without_redos(request)
     directive = first_text(request)
     task = re.search(r"Claim task (\d+)", directive)
     module = re.search(rf"Check with: {SUITE} ([\w.]+?)\.?(?=\s|$)", directive)
@@ -299,6 +305,12 @@ def coder(request: SimRequest) -> Reply:
             .call("task_claim", {"task_id": int(task.group(1))})
             .call("Bash", {"command": check})
         )
+    redo = _redo(request, done)
+    if redo:  # the files as it last wrote them; then on from where it was
+        reply = Reply().say(f"{REDO} {', '.join(path for path, _ in redo)}.")
+        for path, content in redo:
+            reply.call("Write", {"file_path": path, "content": content})
+        return reply
     if any(m.sender == "supervisor" and "merge" in m.summary for m in mail(request, last=True)):
         return (
             Reply().say("My branch was not merged; running my tests again.").call("Bash", {"command": check})
@@ -343,6 +355,47 @@ def coder(request: SimRequest) -> Reply:
     return reply.say(f"Looking for {suspect}, which the failing tests depend on.").call(
         "Grep", {"pattern": rf"^\s*def {suspect}\(", "glob": "*.py", "output_mode": "content"}
     )
+
+
+def _redo(request: SimRequest, done: list[ToolOutcome]) -> list[tuple[str, str]]:
+    """When the supervisor's mail of the last user turn says the workspace was lost and names files whose
+    changes are gone: each such file the coder wrote, with what it last wrote there."""
+    lost = [
+        name.strip()
+        for m in mail(request, last=True)
+        if m.sender == "supervisor" and (found := _LOST.search(m.body))
+        for name in found.group(1).split(", ")
+    ]
+    written: dict[str, str] = {}
+    for o in done:
+        path, content = o.input.get("file_path"), o.input.get("content")
+        if o.name == "Write" and not o.is_error and isinstance(path, str) and isinstance(content, str):
+            written[path] = content
+    return [(path, content) for path, content in written.items() if any(_same(path, n) for n in lost)]
+
+
+def _same(written: str, named: str) -> bool:
+    """Whether the path a call wrote is the file a notice names (relative to the workspace)."""
+    written, named = written.removeprefix("./"), named.removeprefix("./")
+    return written == named or written.endswith(f"/{named}")
+
+
+def _without_redos(request: SimRequest) -> SimRequest:
+    """The request without the coder's turns that redid what a lost workspace took: after one, the files
+    are as they were, so the coder goes on as if the loss had not been (its search replays the same)."""
+    messages = [
+        m
+        for m in request.messages
+        if not (
+            m.get("role") == "assistant"
+            and any(
+                b.get("type") == "text" and str(b.get("text", "")).startswith(REDO) for b in message_blocks(m)
+            )
+        )
+    ]
+    if len(messages) == len(request.messages):
+        return request
+    return dataclasses.replace(request, params={**request.params, "messages": messages})
 
 
 def _replay(done: list[ToolOutcome], check: str) -> _Search:
