@@ -65,6 +65,7 @@ PROMISES = (
     "web and MCP",
     "hosts and the lease",
     "trust boundary",
+    "nothing lost in silence",
 )
 FIELDS = ("name", "promise", "file", "find", "replace", "tests")
 # Not copied: environments, caches and run data; none of it is needed to run the tests.

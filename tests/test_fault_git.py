@@ -138,6 +138,8 @@ def test_a_merge_whose_objects_were_pruned_is_named_lost_and_merged_again_from_t
     git(project, "branch", "-D", branch)
     prune(project, lost)
     crash(coder.scene)
+    for clock in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):  # a merge made again in the same second as the
+        monkeypatch.setenv(clock, "2030-01-01T00:00:00+00:00")  # lost one would be the same commit
     model = scripted({"lead": [Reply().say("merged")]})
     summary = resume(monkeypatch, model)
 
@@ -149,6 +151,7 @@ def test_a_merge_whose_objects_were_pruned_is_named_lost_and_merged_again_from_t
         and "queued again" in event.data["note"]
     )
     tip = git(project, "rev-parse", branch)
+    assert git(project, "log", "-1", "--format=%cI", branch).startswith("2030-"), "made by the resume"
     assert tip != lost and git(project, "show", f"{branch}:app.py") == FIXED.strip(), "merged again"
     assert summary.merged == 1
     said, error = results(model.requests[0])["toolu_spawn"]

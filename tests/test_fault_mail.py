@@ -46,7 +46,7 @@ from teamrt.runtime.stall import STALLED
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamrun import run_team as run_team_file
 from teamrt.runtime.teamrun import team_from_file
-from teamrt.store import FinishedCall, Store, ToolUse, create_store, open_reader
+from teamrt.store import FinishedCall, Store, StoreWriteFailed, ToolUse, create_store, open_reader
 from teamrt.tools.base import ToolContext, ToolResult
 from teamrt.tui.state import EVENT_TAIL
 from teamrt.tui.widgets import EventLog, Totals
@@ -366,6 +366,38 @@ def test_a_team_that_stays_stalled_after_the_wake_ends_failed_with_the_reason(
     logs = teamrt("logs", "r1", project=project)
     [_, line] = [x for x in logs.stdout.splitlines() if RUN_STALLED in x]
     assert f"{STALLED}; the lead was woken" in line, logs.stdout
+
+
+@pytest.mark.usefixtures("store_db")
+def test_a_store_that_stops_while_every_agent_idles_ends_the_run_in_its_failure(
+    project: Path, sim: SimServer
+) -> None:
+    """The lead's request to the reviewer is lost, so both idle on their inboxes; then the store stops (its
+    last write, then nothing: a full disk), and the stall watchdog is kept out of the way. Before, the
+    team waited for ever for mail no agent could write any more; now every agent is stopped and the run
+    ends with the store's failure."""
+    sim.policies.update({"lead": team_lead, "reviewer": reviewer})
+    stopped = StoreWriteFailed("the run store", "no space left on device (a test)")
+    running: list[Supervisor] = []
+    hook, lost = at_delivery(project, "lead", "reviewer", removing)
+
+    def setup(supervisor: Supervisor) -> None:
+        supervisor.watchdog.settle = 3600.0  # no rescue by the stall watchdog
+        running.append(supervisor)
+        told = supervisor.watchdog.waiting
+
+        def waiting(now: bool) -> None:
+            told(now)
+            if now and lost and supervisor.store.failure is None and supervisor._all_waiting():
+                supervisor.store.stop_after(lambda conn: None, stopped)
+
+        supervisor.watchdog.waiting = waiting  # type: ignore[method-assign,assignment]
+
+    with pytest.raises(StoreWriteFailed) as raised, faults.inject("mail.delivered", hook):
+        run_team(project, sim, "Get the plan reviewed.", setup, hang=60)
+    assert lost, "the request was lost, so every agent idled"
+    assert raised.value is stopped, raised.value
+    assert all(m.done.done() for m in running[0].members.values()), "no agent is left waiting"
 
 
 class Slow:

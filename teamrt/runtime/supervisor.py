@@ -654,12 +654,30 @@ class Supervisor:
 
     async def _until_end(self, lead: Member) -> Outcome:
         """The lead's end; or, once the team has stalled for good (``stall``), every agent stopped and the
-        run failed with the reason, recorded as a ``run.stalled`` event."""
+        run failed with the reason, recorded as a ``run.stalled`` event; or, once the store has stopped
+        (a full disk, the lease lost), every agent stopped: nothing it did would be kept, and an agent
+        idle on its inbox would wait for ever. The run then ends with the store's failure, in one line."""
         watch = asyncio.create_task(self.watchdog.watch(), name="stall watchdog")
+        loop = asyncio.get_running_loop()
+        stopped: asyncio.Future[None] = loop.create_future()
+
+        def tell() -> None:
+            if not stopped.done():
+                stopped.set_result(None)
+
+        def tell_from_writer() -> None:
+            loop.call_soon_threadsafe(tell)
+
+        self.store.on_failure(tell_from_writer)
         try:
-            await asyncio.wait((lead.done, watch), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((lead.done, watch, stopped), return_when=asyncio.FIRST_COMPLETED)
         finally:
             watch.cancel()
+        if stopped.done() and not lead.done.done():
+            for member in self.members.values():
+                if not member.done.done():
+                    self._stop(member, f"the run's store stopped: {self.store.failure}")
+            return await lead.done
         if lead.done.done() or watch.cancelled():
             return self._with_stalls(await lead.done)
         reason = watch.result()

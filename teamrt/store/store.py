@@ -78,6 +78,12 @@ class Store:
         """Run ``op(connection)`` in the next group commit; return once it is durable."""
         return await self._writer.submit(op)
 
+    def on_failure(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the writer's thread) once the store stops taking writes; now if it has."""
+        self._writer.on_failure = callback
+        if self._writer.failure is not None:
+            callback()
+
     def stop_after(self, op: Op[T], failure: StoreWriteFailed) -> asyncio.Future[T]:
         """Queue ``op`` as the store's last write: once it is committed, every write fails with ``failure``
         (a full disk under the run's files stops the run as a full store does)."""

@@ -93,6 +93,9 @@ class Writer:
         self._conn: Connection | None = None
         self._xid: str | None = None  # the server's id of the transaction being committed
         self.reconnects = 0  # connections made again after a lost one, for tests
+        self.on_failure: Callable[[], None] | None = None
+        """Called, on the writer's thread, once the writer stops taking writes (its owner must stop: an
+        agent idle on its inbox would otherwise wait for ever)."""
         self._thread = threading.Thread(target=self._run, name="teamrt-store-writer", daemon=True)
         self._thread.start()
 
@@ -108,6 +111,7 @@ class Writer:
             raise StoreClosed(self._where)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
+        future.add_done_callback(_retrieved)  # a caller cancelled meanwhile (a stopped agent) never reads it
         self._queue.put(_Job(op, loop, future))
         # A cancelled caller does not cancel the write: it is already queued.
         return await asyncio.shield(future)
@@ -122,6 +126,7 @@ class Writer:
             raise StoreClosed(self._where)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
+        future.add_done_callback(_retrieved)
         self._queue.put(_Job(op, loop, future, then_stop=failure))
         return future
 
@@ -168,6 +173,7 @@ class Writer:
                 if last is not None and self._failure is None:
                     self._failure = last
                     log.error("%s", last)
+                    self._told_stopped()
             if stopping:
                 return
 
@@ -288,6 +294,14 @@ class Writer:
         for job in group:
             job.error = self._failure
         _settle(group)
+        self._told_stopped()
+
+    def _told_stopped(self) -> None:
+        if self.on_failure is not None:
+            try:
+                self.on_failure()
+            except Exception:  # the owner's loop may be gone: nobody left to tell
+                log.exception("%s: telling the owner the store stopped failed", self._where)
 
     def _drain_after_stop(self) -> None:
         """Answer whatever was queued after the writer stopped, so no caller waits forever."""
@@ -343,6 +357,13 @@ def _lost(error: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark the failure a write's future holds as seen: its caller may be gone, and the failure is said
+    where the run ends (``Store.failure``), not as "Future exception was never retrieved"."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _settle(group: list[_Job]) -> None:
