@@ -82,7 +82,8 @@ def _leave(run: RunRecord, msg: Message) -> Sent:
             f"the message is {size:,} bytes; one sent to a run on another host"
             f" is at most {MAX_REMOTE_BYTES:,}"
         )
-    if run.owner is None or not owner_alive(run):  # nobody to take it now: a resume will
+    # nobody to take it now (its heartbeat aged in the database's clock, as the owner wrote it): a resume will
+    if run.owner is None or not owner_alive(run, steering.server_now(url)):
         steering.leave(url, run.id, msg.to_dict(), host_identity())
         return Sent(msg, None, taken=False, through_database=True)
     host = run.owner.host

@@ -75,3 +75,15 @@ def outcome_of(url: str, steering_id: int) -> SteeringRecord | None:
         return None if row is None else t.steering_record(row)
     finally:
         engine.dispose()
+
+
+def server_now(url: str) -> float:
+    """The database's clock: an owner's heartbeat is aged in it, never in this host's (which may be off)."""
+    from .ownership import database_now
+
+    engine = eng.reader_engine(url)
+    try:
+        with engine.connect() as conn:
+            return database_now(conn)
+    finally:
+        engine.dispose()
