@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -54,28 +55,53 @@ def shown_in_homes() -> set[str]:
 RUN = "run1"
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A PostgreSQL server of this worker's own (see ``teamrt.pgserver``), with a template database at the
-    newest schema. Skipped only where PostgreSQL is not installed and not in CI: CI installs it."""
+def started_pg_server() -> PgServer:
+    """A new PostgreSQL server (see ``teamrt.pgserver``). Skips the test only where PostgreSQL is not
+    installed and not in CI: CI installs it, so there a missing server fails."""
     try:
-        server = PgServer().start()
+        return PgServer().start()
     except NoServer as e:
         if os.environ.get("CI"):
             pytest.fail(f"{e}: CI must test the store on PostgreSQL")
         pytest.skip(str(e))
+
+
+@contextmanager
+def pg_server_with_template(template: str) -> Iterator[PgServer]:
+    """``started_pg_server`` with a database ``template`` at the newest schema, stopped afterwards."""
+    server = started_pg_server()
     try:
         from sqlalchemy import create_engine
 
         from teamrt.store import migrate
 
-        engine = create_engine(server.create_database(PG_TEMPLATE), poolclass=NullPool)
+        engine = create_engine(server.create_database(template), poolclass=NullPool)
         with engine.connect() as conn:
             migrate.upgrade(conn, "template")
         engine.dispose()
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def mounted_tmpfs(where: Path, size: str, inodes: int) -> Iterator[Path]:
+    """A tmpfs of ``size`` and ``inodes`` mounted at ``where`` (made), for a test to fill; unmounted after.
+    Root only: a test that needs it says so with its skip."""
+    where.mkdir()
+    options = f"size={size},nr_inodes={inodes}"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A PostgreSQL server of this worker's own, with a template database at the newest schema."""
+    with pg_server_with_template(PG_TEMPLATE) as server:
+        yield server
 
 
 PG_TEMPLATE = "teamrt_template"

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import mounted_tmpfs
 from gitrepo import git
 
 from teamrt.examples import coding_repo, team_file
@@ -48,13 +49,8 @@ RUNNER = str(Path(__file__).with_name("diskrunner.py"))
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A 48 MiB tmpfs of 3,000 inodes at ``tmp_path/disk``, unmounted afterwards."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m,nr_inodes=3000", "tmpfs", str(where)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "48m", 3000) as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def teamrt(disk: Path, mode: str, *args: str) -> subprocess.CompletedProcess[str]:

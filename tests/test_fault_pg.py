@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
+from conftest import pg_server_with_template
+from test_cross_host import sql
 
 from teamrt import chaos, faults
 from teamrt.examples import team_file
-from teamrt.pgserver import NoServer, PgServer
-from teamrt.store import RunOwned, RunTakenOver, create_store, migrate, open_reader, open_store, owner_alive
+from teamrt.pgserver import PgServer
+from teamrt.store import RunOwned, RunTakenOver, create_store, open_reader, open_store, owner_alive
 from teamrt.store.engine import GRACE_ENV, BadGrace, grace_s
 from teamrt.store.ownership import HOST_ENV
 
@@ -39,21 +39,10 @@ _databases = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[PgServer]:
-    """A server these tests may stop and restart, with a template database at the newest schema."""
-    try:
-        pg = PgServer().start()
-    except NoServer as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"{e}: CI must test the store on PostgreSQL")
-        pytest.skip(str(e))
-    try:
-        engine = create_engine(pg.create_database(TEMPLATE), poolclass=NullPool)
-        with engine.connect() as conn:
-            migrate.upgrade(conn, "template")
-        engine.dispose()
+    """A server these tests may stop and restart (not the worker's shared one), with a template database
+    at the newest schema."""
+    with pg_server_with_template(TEMPLATE) as pg:
         yield pg
-    finally:
-        pg.stop()
 
 
 @pytest.fixture
@@ -67,16 +56,6 @@ def db(server: PgServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if server._proc is None or server._proc.poll() is not None:  # a test that failed with it stopped
         server.launch()
     server.drop_database(name)
-
-
-def sql(url: str, statement: str, **params: object) -> list[Any]:
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            result = conn.execute(text(statement), params)
-            return list(result.all()) if result.returns_rows else []
-    finally:
-        engine.dispose()
 
 
 def end_writer(url: str) -> int:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import mounted_tmpfs
 
 from teamrt import home
 from teamrt.models import Reply, ScriptedModel
@@ -411,13 +412,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MB tmpfs of the test's own, unmounted afterwards (root only)."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=4000", "tmpfs", str(mount)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "4m", 4000) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def fill(disk: Path) -> Path:

@@ -37,6 +37,7 @@ from teamrt import progress
 from teamrt.cli import main
 from teamrt.logs import format_event
 from teamrt.mailbox import Mailbox
+from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.runtime.stream import STREAM_DIR
 from teamrt.store import (
     FinishedCall,
@@ -207,6 +208,8 @@ async def fill(store: Store, h: str, workspace: Path) -> None:
     await store.append_event("hook", hook, agent="lead")
     await store.append_event("spawn.failed", {"kind": "worktree", "role": "c", "reason": said}, agent="lead")
     await store.append_event("sim.unplayed", {"note": f"unplayed {said}"})
+    for kind in sorted(LOSSES):  # a loss's note quotes agent data: a file it wrote, a message's sender
+        await store.append_event(kind, {"note": f"{kind} {said}", "id": said}, agent="lead")
     await store.append_event(f"kind{h}", {f"key{h}": said}, agent="lead")  # an event teamrt does not know
     await said_to(store, "reviewer", f"review {said}")
     await store.set_agent_status("reviewer", "running")
@@ -373,6 +376,7 @@ def test_progress_lines_of_every_shown_event_are_inert(runs: Path, h: str) -> No
     }
     assert lines and not controls("\n".join(lines)), lines
     assert clean(f"unplayed {wrap(h)}") in lines, "the simulator's note, in full"
+    assert {e.kind for e in events if progress.shown(e)} >= LOSSES, "every loss is a progress line"
     assert all(not controls(format_event(e, 0.0)) for e in events)
 
 

@@ -105,6 +105,17 @@ class Writer:
 
     async def submit(self, op: Op[T]) -> T:
         """Run ``op`` in the next group and return its result once that group is committed."""
+        # A cancelled caller does not cancel the write: it is already queued.
+        return await asyncio.shield(self._queued(op, None))
+
+    def stop_after(self, op: Op[T], failure: StoreWriteFailed) -> asyncio.Future[T]:
+        """Queue ``op`` as the last write: its group ends with it, and once that group is committed every
+        later write fails with ``failure``, as after a crash there. Queued at once (not when awaited), so
+        nothing its caller writes afterwards can be committed before it."""
+        return self._queued(op, failure)
+
+    def _queued(self, op: Op[T], then_stop: StoreWriteFailed | None) -> asyncio.Future[T]:
+        """Queue ``op`` now; the future of its result, settled once its group is committed."""
         if self._failure is not None:
             raise self._failure
         if self._closed:
@@ -112,22 +123,7 @@ class Writer:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         future.add_done_callback(_retrieved)  # a caller cancelled meanwhile (a stopped agent) never reads it
-        self._queue.put(_Job(op, loop, future))
-        # A cancelled caller does not cancel the write: it is already queued.
-        return await asyncio.shield(future)
-
-    def stop_after(self, op: Op[T], failure: StoreWriteFailed) -> asyncio.Future[T]:
-        """Queue ``op`` as the last write: its group ends with it, and once that group is committed every
-        later write fails with ``failure``, as after a crash there. Queued at once (not when awaited), so
-        nothing its caller writes afterwards can be committed before it."""
-        if self._failure is not None:
-            raise self._failure
-        if self._closed:
-            raise StoreClosed(self._where)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        future.add_done_callback(_retrieved)
-        self._queue.put(_Job(op, loop, future, then_stop=failure))
+        self._queue.put(_Job(op, loop, future, then_stop=then_stop))
         return future
 
     def close(self) -> None:
