@@ -16,12 +16,13 @@ import errno
 import os
 from pathlib import Path
 
-from ..mailbox.mailbox import MailNotDelivered
+from ..mailbox.mailbox import FULL_ERRNOS, MailNotDelivered
 from ..store import StoreWriteFailed
 from ..worktree import GitError
 
-HALTING = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
-"""What stops the run when teamrt's own files meet it: it stays until a person acts."""
+HALTING = FULL_ERRNOS
+"""What stops the run when teamrt's own files meet it (the mailbox's lasting refusals): it stays until a
+person acts."""
 
 
 class DiskFull(StoreWriteFailed):
