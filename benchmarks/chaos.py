@@ -3,22 +3,22 @@
 Runs the research and coding examples on ``sim`` in turn, each with five kills
 (named fault points and timers, seeded), resuming after each, until ``--kills``
 kills have fired, and checks every run against an uninterrupted one
-(``teamrt.chaos``): nothing lost, nothing twice, no corruption. The baseline,
+(``teamrt.testing.chaos``): nothing lost, nothing twice, no corruption. The baseline,
 measured in the same run, is the uninterrupted run itself: a resume's cost is
 set beside it.
 
 With ``--db postgres`` the runs live on a throwaway PostgreSQL server the
-benchmark starts (``teamrt.pgserver``; it exits 2 with one line when
+benchmark starts (``teamrt.testing.pgserver``; it exits 2 with one line when
 PostgreSQL is not installed): every run, the references and the chaos runs
 alike, in one database, as a user's runs share one, reached through
 ``TEAMRT_DB``, which the harness hands every owner it forks. The checks read the runs back
 through the store; "corrupted" counts a run's inconsistent rows there
-(``teamrt.chaos.inconsistencies``) instead of SQLite's ``integrity_check``.
+(``teamrt.testing.chaos.inconsistencies``) instead of SQLite's ``integrity_check``.
 The default is 30 kills there too (an example run and a resume each take
 longer on the server than on SQLite, so it takes longer).
 
 With ``--faults disk,inodes,wal,branch,worktree,mail,pg-restart`` the runs
-also suffer those faults (``teamrt.chaos.plan_for``), two kinds a run, spread
+also suffer those faults (``teamrt.testing.chaos.plan_for``), two kinds a run, spread
 over the runs by seed, the kinds not yet injected first: a full disk under
 the store, inodes exhausted under the mailbox, the WAL emptied or cut in half
 (on PostgreSQL the server stopped ``immediate``), the integration branch
@@ -51,9 +51,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from teamrt import chaos
-from teamrt.pgserver import NoServer, PgServer
 from teamrt.store.engine import DB_ENV
+from teamrt.testing import chaos
+from teamrt.testing.pgserver import NoServer, PgServer
 
 KILLS_PER_RUN = 5
 FAULTS_PER_RUN = 2

@@ -30,13 +30,13 @@ from typing import Any
 from teamrt.agents import load_definitions
 from teamrt.models import Reply, Usage, lookup
 from teamrt.models.pricing import cost_usd
-from teamrt.models.sim import SimRequest, SimServer
 from teamrt.models.tokens import message_blocks
 from teamrt.runtime.supervisor import Supervisor
-from teamrt.runtime.teamfile import load_team_file
 from teamrt.settings import Settings
+from teamrt.sim import SimRequest, SimServer
 from teamrt.store import create_store
 from teamrt.store.engine import DB_ENV
+from teamrt.team import load_team
 
 CHILDREN = 5
 SPAWNS = 20
@@ -101,7 +101,7 @@ async def scenario(base: Path, mode: str) -> tuple[list[Usage], list[float]]:
     run_dir = project / ".teamrt" / "runs" / "r1"
     run_dir.mkdir(parents=True)
     store = create_store(run_dir, "r1", task="fanout", workdir=str(project))
-    team = load_team_file(project / "team.toml", project=project)
+    team = load_team(project / "team.toml", project=project)
     with SimServer(default=lambda request: Reply().say("Noted: part studied.")) as sim:
         sim.policies["lead"] = lead_policy(mode)
         supervisor = Supervisor(

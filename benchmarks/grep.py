@@ -7,7 +7,7 @@ from the page cache either way): 15,000 Python files of about 1.5 KB in
 ``node_modules/`` that ``.gitignore`` excludes, a git repository around them
 and teamrt's home (``.teamrt/runs/...``) inside, as in a real project.
 
-- **the Grep tool**: ``teamrt.tools.grep.Grep`` called as the agent loop calls it,
+- **the Grep tool**: ``teamrt.tools.files.grep.Grep`` called as the agent loop calls it,
   on four searches a model makes: a rare name (files_with_matches), a
   common word (files_with_matches: thousands of files, sorted and cut to the
   200 shown), a definition in content mode, and a case-insensitive one with a
@@ -37,10 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from teamrt.tools import rg
+from teamrt.sandbox.bwrap import default_sandbox
 from teamrt.tools.base import ToolContext
-from teamrt.tools.grep import Grep
-from teamrt.tools.sandbox import default_sandbox
+from teamrt.tools.files import rg
+from teamrt.tools.files.grep import Grep
 
 SOURCES = 15_000
 MODULES = 36_000

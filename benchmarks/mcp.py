@@ -1,7 +1,7 @@
 """MCP benchmark: a tool call through a stdio MCP server against calling the same function in-process.
 
-- **through MCP**: ``mcp__bench__echo`` of tests/mcp_server.py, started as a run starts it (in the
-  sandbox when bubblewrap is installed, in a process group of its own), called as the agent loop calls
+- **through MCP**: ``mcp__bench__echo`` of tests/helpers/procs/mcp_server.py, started as a run starts it
+  (in the sandbox when bubblewrap is installed, in a process group of its own), called as the agent loop calls
   a tool: ``McpTool.run``, a JSON-RPC request over the server's stdin and its answer over its stdout,
   the result turned into the tool's result.
 - **in-process (the floor)**: the server's own ``echo`` function, called directly.
@@ -32,7 +32,7 @@ TARGET_MS = 5.0
 
 async def measure(calls: int) -> dict[str, Any]:
     sys.path.insert(0, str(SERVER.parent))
-    from mcp_server import echo
+    from mcp_server import echo  # type: ignore[import-not-found]  # a script beside the tests, on sys.path here
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)

@@ -27,11 +27,11 @@ from typing import Any
 from teamrt.models import ModelRequest, Reply
 from teamrt.models.anthropic_api import AnthropicModel
 from teamrt.models.params import request_params
-from teamrt.models.sim import SimServer
-from teamrt.models.sim.http import HttpRequest, HttpResponse, LoopbackServer
-from teamrt.models.sim.respond import sse
 from teamrt.models.tokens import request_tokens
 from teamrt.settings import ModelSettings
+from teamrt.sim import SimServer
+from teamrt.sim.http import HttpRequest, HttpResponse, LoopbackServer
+from teamrt.sim.respond import sse
 
 TARGET_OVERHEAD_P50_MS = 5.0
 REQUEST_TOKENS = 20_000

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 import teamrt.models.anthropic_api  # noqa: F401  - imports are not what is timed
-from teamrt.runtime.teamfile import RoleSpec, TeamFile, team_to_json
 from teamrt.runtime.teamrun import resume_run
 from teamrt.store import create_store, open_reader
+from teamrt.team import Role, Team, team_to_json
 
 AGENTS = 50
 TURNS = 100
@@ -37,9 +37,9 @@ RUN = "20261122-000000-bnch"
 def build(home: str) -> None:
     """The crashed run: made, filled, and left without an end (this process just exits)."""
     os.environ["TEAMRT_HOME"] = home
-    lead = RoleSpec("lead", "lead", None, None, None, None, None)
-    mate = RoleSpec("mate", "reviewer", None, None, None, None, None)
-    team = TeamFile(path=Path(home), name="bench", lead=lead, roles={"mate": mate}, max_agents=AGENTS + 1,
+    lead = Role("lead", "lead", None, None, None, None, None)
+    mate = Role("mate", "reviewer", None, None, None, None, None)
+    team = Team(path=Path(home), name="bench", lead=lead, roles={"mate": mate}, max_agents=AGENTS + 1,
                     max_concurrent=AGENTS + 1)  # fmt: skip
     run_dir = Path(home) / "runs" / RUN
     run_dir.mkdir(parents=True)

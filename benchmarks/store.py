@@ -16,7 +16,7 @@ Latencies alternate in blocks of the two series, since this disk's fsync time dr
 one minute to the next.
 
 Then the same on PostgreSQL, beside SQLite's figures: a throwaway server
-(``teamrt.pgserver``) started for the run, durable (``fsync=on``) as a
+(``teamrt.testing.pgserver``) started for the run, durable (``fsync=on``) as a
 production server is, so its commits pay a flush as SQLite's do and group commit
 has something to share. teamrt's ``Store`` reaches it through ``TEAMRT_DB``, with
 every write transaction's lease check; its floor is the same rows written with
@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamrt.pgserver import NoServer, PgServer
 from teamrt.store import NewEvent, Store, ToolUse, Usage, create_store
 from teamrt.store.engine import BUSY_TIMEOUT_MS, DB_ENV, DB_FILE
+from teamrt.testing.pgserver import NoServer, PgServer
 
 RUN = "bench"
 LEAD = "lead"

@@ -29,13 +29,13 @@ from typing import Any
 
 from teamrt.agents import load_definitions
 from teamrt.models import Reply
-from teamrt.models.sim import SimRequest, SimServer
 from teamrt.runtime.supervisor import Supervisor
-from teamrt.runtime.teamfile import load_team_file
+from teamrt.sandbox.bwrap import default_sandbox
 from teamrt.settings import Settings
+from teamrt.sim import SimRequest, SimServer
 from teamrt.store import create_store
 from teamrt.store.engine import DB_ENV
-from teamrt.tools.sandbox import default_sandbox
+from teamrt.team import load_team
 from teamrt.worktree import GitRepo, MergeQueue, Worktrees
 
 FILES = 5_000
@@ -117,7 +117,7 @@ async def spawn_ms(repo_path: Path, base: Path) -> tuple[list[float], list[float
 
     repo.add_worktree = timed_add_worktree  # type: ignore[method-assign]
     store = create_store(run_dir, "spawn", task="bench", workdir=str(repo_path), base_head=head)
-    team = load_team_file(repo_path / "team.toml", project=repo_path)
+    team = load_team(repo_path / "team.toml", project=repo_path)
     with SimServer(policies={"lead": lead_policy}) as sim:
         worktrees = Worktrees(
             repo=repo, store=store, run_dir=run_dir, run_id="spawn", base=head, project=repo_path,

@@ -1,6 +1,6 @@
 """``python -m teamrt``: the ``teamrt`` command."""
 
-from .cli import main
+from teamrt.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

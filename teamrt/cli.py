@@ -13,17 +13,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import __version__
-from .mailbox import MailboxError
-from .settings import SettingsError
-from .terminal import clean, clean_json, clean_line
+from teamrt import __version__
+from teamrt.mailbox import MailboxError
+from teamrt.settings import SettingsError
+from teamrt.terminal import clean, clean_json, clean_line
 
 if TYPE_CHECKING:
-    from .agents import AgentDefinition
-    from .models.catalog import ModelInfo, Price
-    from .runs import Prices
-    from .runtime.teamrun import RunSummary
-    from .store import RunRecord
+    from teamrt.agents import AgentDefinition
+    from teamrt.models.catalog import ModelInfo, Price
+    from teamrt.runs.query import Prices
+    from teamrt.runtime.teamrun import RunSummary
+    from teamrt.store import RunRecord
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_int(text: str) -> int:
-    from .runtime.teamfile import MOST
+    from teamrt.team import MOST
 
     try:
         value = int(text)
@@ -60,7 +60,7 @@ def _positive_int(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
-    from .runtime.teamfile import MOST
+    from teamrt.team import MOST
 
     try:
         value = float(text)
@@ -82,7 +82,7 @@ def _seconds(text: str) -> float:
 
 
 def _run_name(text: str) -> str:
-    from .mailbox import is_name
+    from teamrt.mailbox import is_name
 
     if not is_name(text):
         raise argparse.ArgumentTypeError(f"not a run name: {text!r}")
@@ -425,8 +425,8 @@ def _init(force: bool) -> int:
     """``teamrt init``: the built-in team, to edit, at ``<top>/.teamrt/team.toml``."""
     import shutil
 
-    from . import home
-    from .runtime.teamrun import DEFAULT_TEAM, TEAM_FILE
+    from teamrt import home
+    from teamrt.runtime.teamrun import DEFAULT_TEAM, TEAM_FILE
 
     target = home.project_root() / home.DEFAULT_HOME / TEAM_FILE
     if target.exists() and not force:
@@ -441,11 +441,11 @@ def _init(force: bool) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     if args.which == "mailbox":
-        from .demos import mailbox
+        from teamrt.demos import mailbox
 
         return mailbox.run(rounds=args.rounds)
-    from .demos import teams
-    from .examples import ExamplesError
+    from teamrt.demos import teams
+    from teamrt.demos.examples import ExamplesError
 
     try:
         return teams.run(args.which, tree=args.tree)
@@ -457,8 +457,8 @@ def _demo(args: argparse.Namespace) -> int:
 def _run_one(args: argparse.Namespace) -> int:
     import asyncio
 
-    from . import home
-    from .runtime.teamrun import run_single, run_team_file
+    from teamrt import home
+    from teamrt.runtime.teamrun import run_single, run_team_file
 
     if args.teamfile is None and not args.prompt:
         print("teamrt: run needs --prompt or a team file (see 'teamrt run --help')", file=sys.stderr)
@@ -499,23 +499,23 @@ def _run_one(args: argparse.Namespace) -> int:
 
 def _run_errors() -> tuple[type[Exception], ...]:
     """The errors a run's start raises for a user's mistake: each is one line."""
-    from .agents import DefinitionError
-    from .models import ModelConfigError
-    from .runtime.teamfile import TeamFileError
-    from .runtime.teamrun import BranchTaken, NoPrompt, UnknownAgent
-    from .store import StoreError
+    from teamrt.agents import DefinitionError
+    from teamrt.models import ModelConfigError
+    from teamrt.runtime.teamrun import BranchTaken, NoPrompt, UnknownAgent
+    from teamrt.store import StoreError
+    from teamrt.team import TeamFileError
 
     return (DefinitionError, UnknownAgent, ModelConfigError, StoreError, TeamFileError, NoPrompt, BranchTaken)
 
 
 def _team_path(args: argparse.Namespace, project: Path) -> Path:
-    from .runtime.teamrun import team_file_of
+    from teamrt.runtime.teamrun import team_file_of
 
     return Path(args.teamfile) if args.teamfile is not None else team_file_of(project)
 
 
 def _choices(args: argparse.Namespace) -> Any:
-    from .runtime.teamrun import Choices
+    from teamrt.runtime.teamrun import Choices
 
     return Choices(
         model=args.model, on_ask=args.on_ask, ask_wait=args.ask_wait, max_turns=args.max_turns,
@@ -526,7 +526,8 @@ def _choices(args: argparse.Namespace) -> Any:
 def _foreground(work: Callable[[], RunSummary], run_id: str, args: argparse.Namespace, after: int = 0) -> int:
     """Do ``work`` (a run to its end), its progress on stderr unless --quiet; then its result. Ctrl-C
     says how to go on."""
-    from . import home, progress
+    from teamrt import home
+    from teamrt.runs import progress
 
     run_dir = home.runs_path() / run_id
     out = (lambda line: None) if args.quiet else _notice
@@ -566,7 +567,7 @@ def _report(result: RunSummary, args: argparse.Namespace) -> int:
     """A run's end: its answer on stdout, its totals on stderr (or one JSON object), the exit status."""
     import json
 
-    from .runs import money
+    from teamrt.runs.query import money
 
     outcome = result.outcome
     prompt_tokens = result.input_tokens + result.cache_read_tokens
@@ -610,9 +611,9 @@ TAIL_LINES = 10  # of a detached run's output.log, shown when it did not start
 
 def _run_taken(run_id: str) -> bool:
     """Whether run ``run_id`` has a store, or had one begun."""
-    from . import home
-    from .store.engine import DB_FILE, server_url
-    from .store.ownership import lock_name
+    from teamrt import home
+    from teamrt.store.engine import DB_FILE, server_url
+    from teamrt.store.ownership import lock_name
 
     run_dir = home.runs_path() / run_id
     # a run in a server database has no run.db, and its lock file is named for its host
@@ -621,7 +622,7 @@ def _run_taken(run_id: str) -> bool:
 
 def _tui(run_id: str | None) -> int:
     """Open the TUI, on ``run_id`` if given; an unknown run is one line, before the screen is taken."""
-    from . import home
+    from teamrt import home
 
     runs_dir = home.runs_path()
     if run_id is not None:
@@ -630,7 +631,7 @@ def _tui(run_id: str | None) -> int:
         except home.UnknownRun as e:
             _error(e)
             return EXIT_FAILED
-    from .tui.app import TeamApp
+    from teamrt.tui.app import TeamApp
 
     trace = os.environ.get(TUI_TRACE_ENV)  # benchmarks/tui.py: when each agent's change was shown
     TeamApp(runs_dir, run_id, trace_path=Path(trace) if trace else None).run()
@@ -648,7 +649,8 @@ def _detach(args: argparse.Namespace, *, quiet: bool = False) -> int:
     ``ls`` find it, or until the child exits: then its output's last lines are
     the error.
     """
-    from . import home, logs
+    from teamrt import home
+    from teamrt.runs import follow as logs
 
     _check_run(args)
     run_id = args.run_id = args.run_id or home.new_run_id()
@@ -667,7 +669,7 @@ def _start_detached(
     import subprocess
     import time
 
-    from . import logs
+    from teamrt.runs import follow as logs
 
     output = run_dir / logs.OUTPUT_LOG
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -711,8 +713,8 @@ def _check_run(args: argparse.Namespace) -> None:
     say what the run's start would (its sandbox)."""
     import asyncio
 
-    from . import home
-    from .runtime.teamrun import check_start, sandbox_notice, single_team, team_from_file
+    from teamrt import home
+    from teamrt.runtime.teamrun import check_start, sandbox_notice, single_team, team_from_file
 
     project = home.project_root()
     if args.agent is None:
@@ -750,8 +752,9 @@ def _child_argv(args: argparse.Namespace, run_id: str) -> list[str]:
 def _resume(args: argparse.Namespace) -> int:
     import asyncio
 
-    from . import home, runs
-    from .runtime.teamrun import NotResumable, resume_run
+    from teamrt import home
+    from teamrt.runs import query as runs
+    from teamrt.runtime.teamrun import NotResumable, resume_run
 
     errors: tuple[type[Exception], ...] = (home.UnknownRun, NotResumable, runs.RunsError, *_run_errors())
     try:
@@ -771,8 +774,9 @@ def _resume(args: argparse.Namespace) -> int:
 
 def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
     """The directory and record of run ``run_id``; raises ``NotResumable`` unless it crashed."""
-    from . import home, runs
-    from .runtime.teamrun import NotResumable, check_reachable
+    from teamrt import home
+    from teamrt.runs import query as runs
+    from teamrt.runtime.teamrun import NotResumable, check_reachable
 
     run_dir = home.existing_run_dir(run_id)
     with runs.reading(run_dir, run_id) as reader:
@@ -792,8 +796,8 @@ def _resume_detached(run_id: str, accept_loss: bool = False) -> int:
     """``resume --detach``: a crashed run, taken over by a process in a session of its own; returns
     once that process owns the run (or has failed to). A store behind its run directory is refused here,
     in this process's one line, unless ``accept_loss``."""
-    from . import runs
-    from .runtime.verify import refuse_if_behind
+    from teamrt.runs import query as runs
+    from teamrt.runtime.verify import refuse_if_behind
 
     run_dir, before = _crashed_run(run_id)
     if not accept_loss:
@@ -810,8 +814,9 @@ def _resume_detached(run_id: str, accept_loss: bool = False) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     """``ls``, ``show``, ``send``, ``stop`` and ``answer``: the store and the mailbox, imported only now."""
-    from . import home, runs
-    from .store import StoreError
+    from teamrt import home
+    from teamrt.runs import query as runs
+    from teamrt.store import StoreError
 
     try:
         if args.command == "ls":
@@ -887,8 +892,10 @@ def _print_json(value: object) -> None:
 def _logs(args: argparse.Namespace) -> int:
     """``logs``: a line per event (``--json``: a JSON object per line); ``-f`` follows the run to its end
     and says how it ended (on stderr with ``--json``, so that stdout stays JSON Lines)."""
-    from . import home, logs, runs
-    from .store import StoreError
+    from teamrt import home
+    from teamrt.runs import follow as logs
+    from teamrt.runs import query as runs
+    from teamrt.store import StoreError
 
     render = logs.event_json if args.json else logs.format_event
     try:
@@ -907,11 +914,12 @@ def _logs(args: argparse.Namespace) -> int:
 
 def _git_command(args: argparse.Namespace) -> int:
     """``apply`` and ``gc``: a run's branches and worktrees in the user's repository."""
-    from . import home, runs
-    from .store import StoreError
-    from .worktree import apply as applying
-    from .worktree.apply import ApplyError, apply, collect, plan_apply
-    from .worktree.git import GitError
+    from teamrt import home
+    from teamrt.runs import query as runs
+    from teamrt.store import StoreError
+    from teamrt.worktree import apply as applying
+    from teamrt.worktree.apply import ApplyError, apply, collect, plan_apply
+    from teamrt.worktree.git import GitError
 
     try:
         if args.command == "gc":
@@ -960,8 +968,8 @@ def _git_command(args: argparse.Namespace) -> int:
 
 def _list_agents(as_json: bool = False) -> int:
     """``agents``: what ``scan_definitions`` finds for this repository, as text or one JSON object."""
-    from . import home
-    from .agents import one_line, role_name, scan_definitions
+    from teamrt import home
+    from teamrt.agents import one_line, role_name, scan_definitions
 
     project = home.project_root()
     scan = scan_definitions(project)
@@ -1018,10 +1026,10 @@ def _trust(args: argparse.Namespace) -> int:
     """``trust``: record (or revoke, or list) the person's trust in the repository's hooks, MCP servers
     and allow rules. What it would trust is shown, escaped, before anything is recorded; a file that
     cannot be read exactly (a duplicate JSON key) is refused in one line, and nothing recorded."""
-    from . import home
-    from .claudecode import trust
-    from .claudecode.settings import SettingsError as ClaudeSettingsError
-    from .terminal import clean_line
+    from teamrt import home
+    from teamrt.claudecode import trust
+    from teamrt.claudecode.settings import SettingsError as ClaudeSettingsError
+    from teamrt.terminal import clean_line
 
     try:
         if args.list:
@@ -1045,11 +1053,11 @@ def _trust(args: argparse.Namespace) -> int:
 
 def _trust_project(project: Path, *, yes: bool) -> int:
     """Show what ``project`` would have trusted, ask (in a terminal, unless ``yes``), then record it."""
-    from .agents import load_definitions
-    from .claudecode import trust
-    from .claudecode.settings import read_settings_files
-    from .mcp.config import repository_servers
-    from .terminal import clean_line
+    from teamrt.agents import load_definitions
+    from teamrt.claudecode import trust
+    from teamrt.claudecode.settings import read_settings_files
+    from teamrt.mcp.config import repository_servers
+    from teamrt.terminal import clean_line
 
     files = read_settings_files(project)
     problems: list[str] = []
@@ -1089,13 +1097,13 @@ def _trust_project(project: Path, *, yes: bool) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     """``mcp``: the configured MCP servers (``teamrt.mcp.listing``), their state in a run, their tools."""
-    from . import home
-    from .agents import load_definitions
-    from .mcp import listing
-    from .mcp.config import load_mcp_config, mcp_allowed
-    from .runtime.teamfile import TeamFileError, load_team_file, team_from_json
-    from .runtime.teamrun import team_file_of
-    from .store import StoreError, open_reader
+    from teamrt import home
+    from teamrt.agents import load_definitions
+    from teamrt.mcp import listing
+    from teamrt.mcp.config import load_mcp_config, mcp_allowed
+    from teamrt.runtime.teamrun import team_file_of
+    from teamrt.store import StoreError, open_reader
+    from teamrt.team import TeamFileError, load_team, team_from_json
 
     project = home.project_root()
     try:
@@ -1111,7 +1119,7 @@ def _mcp(args: argparse.Namespace) -> int:
             team = team_from_json(run.settings["team"]) if "team" in run.settings else None
         else:
             run_dir = home.runs_path() / "mcp-listing"
-            team = load_team_file(team_file_of(project), project=project)
+            team = load_team(team_file_of(project), project=project)
         servers = team.mcp_servers if team is not None else {}
         source = str(team.path) if team is not None else "team file"
         allowed_env, private_hosts = mcp_allowed(team)
@@ -1132,9 +1140,9 @@ def _mcp(args: argparse.Namespace) -> int:
 
 def _list_models(as_json: bool = False) -> int:
     """``models``: the price and limits table, as text or (``as_json``) one JSON array."""
-    from .models.catalog import CATALOG_VERSION, SOURCE, SOURCE_DATE
-    from .models.pricing import with_overrides
-    from .settings import load_settings, settings_path
+    from teamrt.models.catalog import CATALOG_VERSION, SOURCE, SOURCE_DATE
+    from teamrt.models.pricing import with_overrides
+    from teamrt.settings import load_settings, settings_path
 
     settings = load_settings()
     table = with_overrides(settings.prices)
@@ -1196,9 +1204,9 @@ def _model_json(name: str, info: ModelInfo, overridden: bool) -> dict[str, objec
 
 def _prices_file(path: Path) -> Prices:
     """``show --prices FILE``: the catalog with FILE laid over it (a bad file raises ``SettingsError``)."""
-    from .models.pricing import with_overrides
-    from .runs import Prices
-    from .settings import load_prices_file
+    from teamrt.models.pricing import with_overrides
+    from teamrt.runs.query import Prices
+    from teamrt.settings import load_prices_file
 
     return Prices(with_overrides(load_prices_file(path)), str(path))
 

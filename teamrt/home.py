@@ -14,7 +14,7 @@ import string
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .mailbox import check_name, is_name
+from teamrt.mailbox import check_name, is_name
 
 HOME_ENV = "TEAMRT_HOME"
 DEFAULT_HOME = ".teamrt"
@@ -98,24 +98,24 @@ def existing_run_dir(run_id: str) -> Path:
 def sweep_leftovers(project: Path) -> list[str]:
     """Before a run in ``project`` reads any configuration: what the agents of an earlier run killed before
     its last scan left among the protected paths, moved to that run's quarantine
-    (``teamrt.tools.quarantine.sweep_leftovers``); a warning line each."""
-    from .tools.quarantine import sweep_leftovers as sweep
-    from .tools.quarantine import sweep_notices
+    (``teamrt.sandbox.quarantine.sweep_leftovers``); a warning line each."""
+    from teamrt.sandbox.quarantine import sweep_leftovers as sweep
+    from teamrt.sandbox.quarantine import sweep_notices
 
     return sweep_notices(sweep(project, runs_path()))
 
 
 def _in_server_database(run_id: str) -> bool:
-    from .store.engine import server_url
+    from teamrt.store.engine import server_url
 
     url = server_url()
     if url is None:
         return False
     from sqlalchemy.exc import SQLAlchemyError
 
-    from .store import StoreError, open_reader
-    from .store.engine import describe
-    from .store.errors import database_reason
+    from teamrt.store import StoreError, open_reader
+    from teamrt.store.engine import describe
+    from teamrt.store.errors import database_reason
 
     try:
         open_reader(runs_path() / run_id, run_id).close()

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # teamrt.models imports this module; the catalog is imported when a file is read
-    from .models.catalog import ModelInfo
+    from teamrt.models.catalog import ModelInfo
 
 SETTINGS_ENV = "TEAMRT_SETTINGS"
 
@@ -128,7 +128,7 @@ def _read(path: Path, what: str) -> dict[str, Any]:
 
 
 def _prices(path: Path, raw: Any, what: str) -> dict[str, ModelInfo]:
-    from .models.catalog import CATALOG, CatalogError, prices_table
+    from teamrt.models.catalog import CATALOG, CatalogError, prices_table
 
     try:
         return prices_table("prices", raw, CATALOG, f"{what} {path}")

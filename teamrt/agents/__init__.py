@@ -1,6 +1,6 @@
 """Agent definitions: Markdown files with YAML front matter, loaded as Claude Code loads its sub-agents."""
 
-from .definitions import (
+from teamrt.agents.definitions import (
     PERMISSION_MODES,
     AgentDefinition,
     AgentScan,

@@ -26,9 +26,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..claudecode.paths import claude_home
-from ..tools.names import LATER, canonical
-from .frontmatter import FrontMatterError, parse, split
+from teamrt.agents.frontmatter import FrontMatterError, parse, split
+from teamrt.claudecode.paths import claude_home
+from teamrt.tools.names import LATER, canonical
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 """Claude Code's permission modes; ``manual`` is read as ``default``."""
@@ -251,8 +251,8 @@ def choose_model(role_model: str | None, definition: AgentDefinition, team_model
     becomes ``sim:<model>``, so the run stays offline, priced as that model. A definition's model
     teamrt does not know is passed over for the team's (its definition's warnings say so).
     """
-    from ..models.catalog import lookup, resolve
-    from ..models.registry import is_sim
+    from teamrt.models.catalog import lookup, resolve
+    from teamrt.models.registry import is_sim
 
     if role_model or definition.model is None:
         model = resolve(role_model or team_model)
@@ -404,7 +404,7 @@ def _mcp_servers(value: object) -> tuple[str | dict[str, Any], ...]:
 
 def _model(value: object, warnings: list[str]) -> str | None:
     """As written; ``inherit`` is None. One teamrt does not know is kept, with a warning."""
-    from ..models.catalog import lookup, resolve
+    from teamrt.models.catalog import lookup, resolve
 
     if value is None:
         return None

@@ -14,7 +14,7 @@ settings; ``run_hook`` runs one; ``interpret`` says what its run means;
 ``combine`` joins the answers of the hooks of one event.
 
 Departures from Claude Code: a hook runs in the sandbox of the ``Bash`` tool
-(``teamrt.tools.sandbox``), in the agent's workspace, with that workspace as
+(``teamrt.sandbox.bwrap``), in the agent's workspace, with that workspace as
 ``CLAUDE_PROJECT_DIR``; only ``command`` hooks run (``prompt``, ``agent``,
 ``http`` and ``mcp_tool`` ones are left out with a warning).
 """
@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..procs import kill_group
-from ..tools import names, pidlimit
-from ..tools.base import ToolContext
-from ..tools.sandbox import Sandbox, default_sandbox
+from teamrt.procs import kill_group
+from teamrt.sandbox import limits as pidlimit
+from teamrt.sandbox.bwrap import Sandbox, default_sandbox
+from teamrt.tools import names
+from teamrt.tools.base import ToolContext
 
 EVENTS = (
     "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop", "SessionStart", "TeammateIdle",

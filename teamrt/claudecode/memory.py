@@ -15,7 +15,7 @@ blocks are text. Imported files follow their importer, nest at most
 The repository is not trusted, and its agents may be changing it while a run
 starts (a shell swapping a directory for a symlink between two steps). So
 every project file, imports included, is reached as the file tools reach
-files (``teamrt.tools.beneath``): walked from a descriptor of the project's
+files (``teamrt.tools.files.beneath``): walked from a descriptor of the project's
 directory one name at a time with ``O_NOFOLLOW``, symlinks followed by hand
 only while they stay inside the project, then opened through the descriptor
 of the directory the walk ended in and checked to be the very file walked to.
@@ -42,12 +42,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..home import DEFAULT_HOME, home_path
-from ..terminal import clean_line
-from ..tools import beneath
-from ..tools.confine import reason
-from .paths import claude_home
-from .reading import read_up_to
+from teamrt.claudecode.paths import claude_home
+from teamrt.claudecode.reading import read_up_to
+from teamrt.home import DEFAULT_HOME, home_path
+from teamrt.terminal import clean_line
+from teamrt.tools.files import beneath
+from teamrt.tools.files.confine import reason
 
 MAX_DEPTH = 5
 """How deep imports nest: the memory files themselves are level 0."""

@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import settings as teamrt_settings
-from ..tools.permissions import MODE_NAMES, RuleError, Rules
-from .paths import settings_files
-from .reading import DuplicateKey, loads_json, read_head
+from teamrt import settings as teamrt_settings
+from teamrt.claudecode.paths import settings_files
+from teamrt.claudecode.reading import DuplicateKey, loads_json, read_head
+from teamrt.tools.permissions import MODE_NAMES, RuleError, Rules
 
 MAX_BYTES = 1 << 20
 """A settings file larger than this is refused (Claude Code's are a few kilobytes)."""
@@ -230,7 +230,7 @@ def _untrusted_allow(shown: str, count: int, project: Path) -> str:
 
 def _allow_trusted(project: Path, files: Sequence[SettingsFile], warnings: list[str]) -> bool:
     """Whether the person trusted the repository's allow rules as they are now (False when it has none)."""
-    from .trust import TrustError, allow_digest, is_allow_trusted
+    from teamrt.claudecode.trust import TrustError, allow_digest, is_allow_trusted
 
     digest = allow_digest(files)
     if digest is None:
@@ -245,7 +245,7 @@ def _allow_trusted(project: Path, files: Sequence[SettingsFile], warnings: list[
 def git_tracks(project: Path, path: Path) -> bool:
     """Whether git tracks ``path`` in ``project`` (True when git cannot say: the safe answer). git runs
     with teamrt's pinned settings: nothing the repository's configuration names (an fsmonitor) runs."""
-    from ..worktree.git import SAFE
+    from teamrt.worktree.git import SAFE
 
     try:
         done = subprocess.run(

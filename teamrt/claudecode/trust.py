@@ -44,10 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..settings import settings_path
-from ..terminal import clean
-from .hooks import HookSet, SettingsSource, parse_hooks
-from .settings import SettingsError, SettingsFile, read_settings_files
+from teamrt.claudecode.hooks import HookSet, SettingsSource, parse_hooks
+from teamrt.claudecode.settings import SettingsError, SettingsFile, read_settings_files
+from teamrt.settings import settings_path
+from teamrt.terminal import clean
 
 TRUST_FILE = "trusted.json"
 REPOSITORY_SCOPES = ("project", "local")
@@ -200,8 +200,8 @@ def trust_state(entry: Trusted) -> str:
     """Whether a recorded trust holds now: ``in force`` (the hooks are as trusted), ``lapsed`` (they
     changed, so they do not run), ``no hooks now``, ``project gone`` or ``unreadable: <why>``; then the
     same of its MCP servers, after ``; MCP servers``."""
-    from ..agents import load_definitions
-    from ..mcp.config import repository_servers
+    from teamrt.agents import load_definitions
+    from teamrt.mcp.config import repository_servers
 
     project = Path(entry.project)
     if not project.is_dir():

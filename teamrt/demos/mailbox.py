@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import home
-from ..mailbox import Inbox, Mailbox, MailboxError, Message, UnknownRecipient, new_id, open_watcher
-from ..mailbox.watcher import Watcher
+from teamrt import home
+from teamrt.mailbox import Inbox, Mailbox, MailboxError, Message, UnknownRecipient, new_id, open_watcher
+from teamrt.mailbox.watcher import Watcher
 
 LEAD = "lead"
 WORKERS = ("alice", "bob", "carol")

@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .. import home, progress, runs
-from ..agents import scan_definitions
-from ..examples import coding_repo, copy_tree, team_file
-from ..runtime.teamfile import TeamFile
-from ..runtime.teamrun import Choices, RunSummary, run_team, team_from_file
-from ..store import AgentRecord, StoreReader
-from . import webpages
+from teamrt import home
+from teamrt.agents import scan_definitions
+from teamrt.demos import webpages
+from teamrt.demos.examples import coding_repo, copy_tree, team_file
+from teamrt.runs import progress
+from teamrt.runs import query as runs
+from teamrt.runtime.teamrun import Choices, RunSummary, run_team, team_from_file
+from teamrt.store import AgentRecord, StoreReader
+from teamrt.team import Team
 
 Out = Callable[[str], None]
 
@@ -91,7 +93,7 @@ def _research(source: Path, workspace: Path, out: Out) -> bool:
     return demo.summary.outcome.status == "done"
 
 
-def reading_from(team: TeamFile, host: str) -> TeamFile:
+def reading_from(team: Team, host: str) -> Team:
     """``team`` allowed to fetch from ``host``: a loopback address, which WebFetch refuses unless the team
     names it, and a domain no rule of the example allows."""
     name = host.rpartition(":")[0]
@@ -106,7 +108,7 @@ def _coding(workspace: Path, out: Out) -> bool:
     demo = _run("coding", team_file("coding"), workspace, out)
     _table(demo, out)
     out(f"\n$ teamrt apply {demo.run_id}")
-    from ..worktree.apply import ApplyError, apply, plan_apply  # GitPython: only now
+    from teamrt.worktree.apply import ApplyError, apply, plan_apply  # GitPython: only now
 
     with runs.reading(demo.run_dir, demo.run_id) as reader:
         record = reader.run()

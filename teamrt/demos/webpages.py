@@ -18,7 +18,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..models.sim.corpus import DIR_ENV, URL_ENV
+from teamrt.sim.corpus import DIR_ENV, URL_ENV
 
 PAGES = Path(__file__).resolve().parent / "web"
 

@@ -3,7 +3,7 @@
 Knows nothing of agents or models: names, directories, messages and wake-ups.
 """
 
-from .errors import (
+from teamrt.mailbox.errors import (
     DuplicateId,
     InvalidMessage,
     InvalidName,
@@ -12,12 +12,12 @@ from .errors import (
     UnknownRecipient,
     UnsafePath,
 )
-from .ids import is_id, new_id
-from .inbox import Inbox
-from .mailbox import Mailbox
-from .message import KINDS, MAX_MESSAGE_BYTES, SCHEMA_VERSION, Message
-from .names import check_name, is_name
-from .watcher import open_watcher
+from teamrt.mailbox.ids import is_id, new_id
+from teamrt.mailbox.inbox import Inbox
+from teamrt.mailbox.mailbox import Mailbox
+from teamrt.mailbox.message import KINDS, MAX_MESSAGE_BYTES, SCHEMA_VERSION, Message
+from teamrt.mailbox.names import check_name, is_name
+from teamrt.mailbox.watcher import open_watcher
 
 __all__ = [
     "KINDS",

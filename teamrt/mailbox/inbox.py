@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from .errors import InvalidMessage, MailboxError
-from .mailbox import Mailbox
-from .maildir import REASON_SUFFIX, BadFile, Maildir
-from .message import Message
-from .watcher import Watcher, open_watcher
+from teamrt.mailbox.errors import InvalidMessage, MailboxError
+from teamrt.mailbox.mailbox import Mailbox
+from teamrt.mailbox.maildir import REASON_SUFFIX, BadFile, Maildir
+from teamrt.mailbox.message import Message
+from teamrt.mailbox.watcher import Watcher, open_watcher
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import faults
-from .errors import InvalidMessage, MailboxError, MessageTooLarge, UnknownRecipient, UnsafePath
-from .ids import is_id
-from .maildir import DIR_MODE, Maildir, make_maildir, open_dir, write_durably
-from .message import MAX_MESSAGE_BYTES, Message, preview
-from .names import check_name, is_name
+from teamrt import faults
+from teamrt.mailbox.errors import InvalidMessage, MailboxError, MessageTooLarge, UnknownRecipient, UnsafePath
+from teamrt.mailbox.ids import is_id
+from teamrt.mailbox.maildir import DIR_MODE, Maildir, make_maildir, open_dir, write_durably
+from teamrt.mailbox.message import MAX_MESSAGE_BYTES, Message, preview
+from teamrt.mailbox.names import check_name, is_name
 
 SPILL_PREVIEW_CHARS = 2000
 DELIVERY_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.EIO})

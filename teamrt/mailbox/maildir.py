@@ -27,10 +27,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import faults
-from .errors import DuplicateId, MailboxError, UnsafePath
-from .ids import new_id
-from .message import MAX_MESSAGE_BYTES
+from teamrt import faults
+from teamrt.mailbox.errors import DuplicateId, MailboxError, UnsafePath
+from teamrt.mailbox.ids import new_id
+from teamrt.mailbox.message import MAX_MESSAGE_BYTES
 
 SUBDIRS = ("tmp", "new", "cur", "bad")
 DIR_MODE = 0o700

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import InvalidMessage, MessageTooLarge
-from .ids import is_id, new_id
-from .names import check_name, is_name
+from teamrt.mailbox.errors import InvalidMessage, MessageTooLarge
+from teamrt.mailbox.ids import is_id, new_id
+from teamrt.mailbox.names import check_name, is_name
 
 SCHEMA_VERSION = 1
 MAX_MESSAGE_BYTES = 256 * 1024

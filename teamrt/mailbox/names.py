@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidName
+from teamrt.mailbox.errors import InvalidName
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 

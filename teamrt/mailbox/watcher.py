@@ -37,7 +37,7 @@ import struct
 from collections.abc import Callable
 from typing import Protocol
 
-from .errors import MailboxError
+from teamrt.mailbox.errors import MailboxError
 
 log = logging.getLogger(__name__)
 

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..claudecode.paths import CONFIG_DIR_ENV, claude_home
-from ..claudecode.reading import loads_json, read_head
-from ..tools.sandbox import NEVER_PASSED
+from teamrt.claudecode.paths import CONFIG_DIR_ENV, claude_home
+from teamrt.claudecode.reading import loads_json, read_head
+from teamrt.sandbox.bwrap import NEVER_PASSED
 
 MCP_JSON = ".mcp.json"
 USER_CONFIG = ".claude.json"
@@ -145,7 +145,7 @@ def user_config_path() -> Path:
 
 
 def mcp_config(project: Path, team: Any, definitions: Mapping[str, Any]) -> McpConfig:
-    """The servers of a run of ``team`` (a ``TeamFile``) in ``project`` with these agent definitions."""
+    """The servers of a run of ``team`` (a ``Team``) in ``project`` with these agent definitions."""
     allowed_env, private_hosts = mcp_allowed(team)
     return load_mcp_config(
         project, team.mcp_servers, definitions.values(), team_source=str(team.path),
@@ -154,7 +154,7 @@ def mcp_config(project: Path, team: Any, definitions: Mapping[str, Any]) -> McpC
 
 
 def mcp_allowed(team: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What ``team`` (a ``TeamFile``, or None) lets MCP entries use: the variables a repository's entries
+    """What ``team`` (a ``Team``, or None) lets MCP entries use: the variables a repository's entries
     may expand (``[mcp] env``), and the private hosts HTTP servers may be at (``[mcp] private_hosts``, and
     ``[web] private_hosts``, which agents may fetch from already)."""
     web = getattr(team, "web", None)
@@ -235,7 +235,7 @@ def project_enablement(project: Path, local_entry: Mapping[str, Any] | None = No
     """What the person's settings say of the project's ``.mcp.json`` servers: their user settings,
     their ``~/.claude.json`` entry for the project, and the project's ``.claude/settings.local.json``
     when git does not track it (a file committed to the repository is not the person's word)."""
-    from ..claudecode.settings import SettingsError, read_settings_files
+    from teamrt.claudecode.settings import SettingsError, read_settings_files
 
     said: list[tuple[str, Mapping[str, Any]]] = []
     try:
@@ -440,7 +440,7 @@ def _refusal(config: ServerConfig, trusted: bool, enablement: Enablement) -> str
 
 
 def _trusted(project: Path, repository: Mapping[str, Any], problems: list[str]) -> bool:
-    from ..claudecode.trust import TrustError, is_mcp_trusted, mcp_digest
+    from teamrt.claudecode.trust import TrustError, is_mcp_trusted, mcp_digest
 
     digest = mcp_digest(repository)
     if digest is None:

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..procs import is_running
-from ..terminal import clean, clean_line
-from ..tools.base import ToolContext
-from ..tools.policy import SandboxPolicy
-from .config import McpConfig, ServerConfig
-from .servers import EXITED, FAILED, PROCESS, STARTED, STOPPED, McpServers
+from teamrt.mcp.config import McpConfig, ServerConfig
+from teamrt.mcp.servers import EXITED, FAILED, PROCESS, STARTED, STOPPED, McpServers
+from teamrt.procs import is_running
+from teamrt.sandbox.policy import SandboxPolicy
+from teamrt.terminal import clean, clean_line
+from teamrt.tools.base import ToolContext
 
 STATES = (STARTED, FAILED, EXITED, STOPPED)
 LIST_TIMEOUT = 30.0
@@ -99,7 +99,7 @@ def list_tools(config: McpConfig, ctx: ToolContext) -> dict[str, list[str]]:
 
 def listing_context(project: Path, run_dir: Path, policy: SandboxPolicy | None) -> ToolContext:
     """Where ``teamrt mcp --tools`` starts stdio servers: the project, under ``policy`` (the team's)."""
-    from ..tools.protect import protected_paths
+    from teamrt.sandbox.protect import protected_paths
 
     protected = protected_paths((project,), home=run_dir.parent.parent)
     return ToolContext(

@@ -26,16 +26,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..procs import is_running, kill_group, process_start_time
-from ..tools.base import ToolContext, ToolError, ToolResult
-from ..tools.quarantine import describe
-from ..tools.sandbox import Sandbox, default_sandbox
-from .config import McpConfig, ServerConfig
-from .tools import McpTool, adapt, result_of
-from .transport import MAX_MESSAGE_BYTES, Process, transport_for
+from teamrt.mcp.config import McpConfig, ServerConfig
+from teamrt.mcp.tools import McpTool, adapt, result_of
+from teamrt.mcp.transport import MAX_MESSAGE_BYTES, Process, transport_for
+from teamrt.procs import is_running, kill_group, process_start_time
+from teamrt.sandbox.bwrap import Sandbox, default_sandbox
+from teamrt.sandbox.quarantine import describe
+from teamrt.tools.base import ToolContext, ToolError, ToolResult
 
 if TYPE_CHECKING:
-    from ..store import EventRecord, Store
+    from teamrt.store import EventRecord, Store
 
 PROCESS = "mcp.process"
 """``{"server", "pid", "start_time"}``: a stdio server's process started (journaled before any message)."""
@@ -157,7 +157,7 @@ class McpServers:
     async def call(self, name: str, tool: str, args: dict[str, Any]) -> ToolResult:
         """Call ``tool`` of server ``name``; a timeout, a dead server or a broken answer is a ToolError. Then
         the project is scanned: what the server made among the protected paths during the call is moved
-        out (``teamrt.tools.quarantine``) and said with the result."""
+        out (``teamrt.sandbox.quarantine``) and said with the result."""
         cause = f"the call of mcp__{name}__{tool}"
         try:
             result = await self._call(name, tool, args)

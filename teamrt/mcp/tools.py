@@ -22,8 +22,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..models.types import Block
-from ..tools.base import ToolContext, ToolResult
+from teamrt.models.types import Block
+from teamrt.tools.base import ToolContext, ToolResult
 
 PREFIX = "mcp__"
 MAX_NAME = 128

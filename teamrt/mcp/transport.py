@@ -4,13 +4,13 @@
 for three reasons: the SDK does not say which process it started, and teamrt
 journals every process it starts (pid and start time) so that a resume can
 kill what a crash left; the server must run as a hook or a ``Bash`` command
-does, in the sandbox (``teamrt.tools.sandbox``), in a process group of its
+does, in the sandbox (``teamrt.sandbox.bwrap``), in a process group of its
 own; and a hostile server's output must cost teamrt's process linear time and
 bounded memory (``Lines``: a message over ``MAX_MESSAGE_BYTES`` stops the
 server). The framing is the SDK's: one JSON-RPC message per line.
 
 ``http`` is the SDK's streamable HTTP client with the configured headers,
-through WebFetch's address checks (``teamrt.tools.webaddress``): the URL's
+through WebFetch's address checks (``teamrt.tools.web.address``): the URL's
 host is resolved once, every address must be public unless the team file
 names the host (``[mcp] private_hosts`` or ``[web] private_hosts``), and every
 request connects to the address checked (``_pinned_transport``), to that origin only.
@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from ..procs import kill_group
-from ..tools import pidlimit
-from ..tools.base import ToolContext, ToolError
-from ..tools.sandbox import Sandbox
-from ..tools.webaddress import IPAddress, Target, resolve, target
-from .config import ServerConfig
+from teamrt.mcp.config import ServerConfig
+from teamrt.procs import kill_group
+from teamrt.sandbox import limits as pidlimit
+from teamrt.sandbox.bwrap import Sandbox
+from teamrt.tools.base import ToolContext, ToolError
+from teamrt.tools.web.address import IPAddress, Target, resolve, target
 
 if TYPE_CHECKING:
     import httpx2
@@ -110,7 +110,7 @@ def _own_program(path: str, ctx: ToolContext) -> bool:
     real = os.path.realpath(path)
     if not os.path.isfile(real):
         return False
-    from ..home import home_path
+    from teamrt.home import home_path
 
     barred = [home_path(), ctx.run_dir.parent, ctx.run_dir.parent.parent]
     for shown in (PurePath(os.path.abspath(path)), PurePath(real)):

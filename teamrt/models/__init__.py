@@ -3,8 +3,8 @@
 Importing this package does not import the anthropic SDK; ``open_model`` does.
 """
 
-from .catalog import CATALOG, SOURCE_DATE, ModelInfo, Price, lookup
-from .errors import (
+from teamrt.models.catalog import CATALOG, SOURCE_DATE, ModelInfo, Price, lookup
+from teamrt.models.errors import (
     BLOCK_ENV,
     MissingAPIKey,
     ModelAuthError,
@@ -22,11 +22,11 @@ from .errors import (
     ScriptError,
     UnknownModel,
 )
-from .pricing import cost_for, cost_usd, with_overrides
-from .registry import default_model, is_sim, open_model
-from .reply import Reply
-from .scripted import ScriptedModel
-from .types import Block, CacheTTL, Message, Model, ModelRequest, ModelResponse, Usage
+from teamrt.models.pricing import cost_for, cost_usd, with_overrides
+from teamrt.models.registry import default_model, is_sim, open_model
+from teamrt.models.reply import Reply
+from teamrt.models.scripted import ScriptedModel
+from teamrt.models.types import Block, CacheTTL, Message, Model, ModelRequest, ModelResponse, Usage
 
 __all__ = [
     "BLOCK_ENV",

@@ -25,13 +25,13 @@ from urllib.parse import urlsplit
 import anthropic
 import httpx2
 
-from ..settings import ModelSettings
-from . import errors
-from .catalog import ModelInfo, lookup
-from .params import request_params
-from .pricing import cost_usd
-from .stream import StreamAssembler
-from .types import ModelRequest, ModelResponse, OnRestart, OnText
+from teamrt.models import errors
+from teamrt.models.catalog import ModelInfo, lookup
+from teamrt.models.params import request_params
+from teamrt.models.pricing import cost_usd
+from teamrt.models.stream import StreamAssembler
+from teamrt.models.types import ModelRequest, ModelResponse, OnRestart, OnText
+from teamrt.settings import ModelSettings
 
 _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 CONNECT_TIMEOUT_S = 10.0

@@ -138,7 +138,8 @@ def _load_builtin() -> tuple[dict[str, Any], dict[str, ModelInfo]]:
     table: dict[str, ModelInfo] = {}
     for name, entry in models.items():
         missing = [k for k in MODEL_FIELDS if k not in entry and k != "long_context"]
-        if missing:  # the shipped file gives every field of every model; tests/test_catalog_data.py checks
+        # The shipped file gives every field of every model; tests/models/test_catalog_data.py checks.
+        if missing:
             raise CatalogError(f'{CATALOG_FILE}: [models."{name}"] lacks {missing[0]!r}')
         table[name] = model_info(f'models."{name}"', entry, None, "")
     return raw, table

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import ModelInfo, lookup
-from .tokens import message_blocks, system_blocks
-from .types import Block, ModelRequest
+from teamrt.models.catalog import ModelInfo, lookup
+from teamrt.models.tokens import message_blocks, system_blocks
+from teamrt.models.types import Block, ModelRequest
 
 MAX_BREAKPOINTS = 4
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})

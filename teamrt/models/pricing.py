@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .catalog import CATALOG, ModelInfo, Price, lookup
-from .catalog import DEFAULT_MIN_CACHE_TOKENS as DEFAULT_MIN_CACHE_TOKENS  # the simulator imports it here
-from .types import Usage
+from teamrt.models.catalog import CATALOG, ModelInfo, Price, lookup
+from teamrt.models.catalog import (
+    DEFAULT_MIN_CACHE_TOKENS as DEFAULT_MIN_CACHE_TOKENS,  # the simulator imports it here
+)
+from teamrt.models.types import Usage
 
 WEB_SEARCH_USD = 10 / 1000
 """The price of one search by the API's web search tool ($10 per 1,000, on every model), on top of the

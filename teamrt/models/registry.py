@@ -23,14 +23,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..settings import Settings, load_settings
-from .catalog import DEFAULT_MODEL, lookup, resolve, suggest
-from .errors import MissingAPIKey, NoModel, UnknownModel
-from .pricing import with_overrides
-from .types import Model
+from teamrt.models.catalog import DEFAULT_MODEL, lookup, resolve, suggest
+from teamrt.models.errors import MissingAPIKey, NoModel, UnknownModel
+from teamrt.models.pricing import with_overrides
+from teamrt.models.types import Model
+from teamrt.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from .sim import SimServer
+    from teamrt.sim import SimServer
 
 
 def is_sim(name: str) -> bool:
@@ -65,11 +65,11 @@ def open_model(name: str, *, settings: Settings | None = None, sim: SimServer | 
             f"unknown model {name!r}{suggest(name, prices)} (teamrt models lists the known ones;"
             " any name goes to a server set by ANTHROPIC_BASE_URL)"
         )
-    from .anthropic_api import AnthropicModel  # the SDK import (~1.5 s) is paid only here
+    from teamrt.models.anthropic_api import AnthropicModel  # the SDK import (~1.5 s) is paid only here
 
     if is_sim(name):
         if sim is None:
-            from .sim import shared_server
+            from teamrt.sim import shared_server
 
             sim = shared_server()
         return AnthropicModel(

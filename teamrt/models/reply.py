@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import Block
+from teamrt.models.types import Block
 
 
 @dataclass

@@ -14,11 +14,11 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from .errors import ScriptError
-from .params import request_params
-from .reply import Reply
-from .tokens import TokenCounter, output_tokens, request_tokens
-from .types import Block, ModelRequest, ModelResponse, OnRestart, OnText, Usage
+from teamrt.models.errors import ScriptError
+from teamrt.models.params import request_params
+from teamrt.models.reply import Reply
+from teamrt.models.tokens import TokenCounter, output_tokens, request_tokens
+from teamrt.models.types import Block, ModelRequest, ModelResponse, OnRestart, OnText, Usage
 
 Step = Reply | ModelResponse | BaseException | Callable[[ModelRequest], "Reply | ModelResponse"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .types import Block, OnText, Usage
+from teamrt.models.types import Block, OnText, Usage
 
 if TYPE_CHECKING:
     from anthropic.types import RawMessageStreamEvent

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .types import Block
+from teamrt.models.types import Block
 
 BYTES_PER_TOKEN = 4
 

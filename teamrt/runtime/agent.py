@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..mailbox import Inbox
-from ..models.catalog import ModelInfo
-from ..models.types import Model, OnRestart, OnText
-from ..store import Store
-from ..tools.base import Tool, ToolContext
-from ..tools.permissions import Permissions
-from .asking import Asker
-from .budget import Budget
-from .hooking import AgentHooks
-from .stream import TextStream
+from teamrt.mailbox import Inbox
+from teamrt.models.catalog import ModelInfo
+from teamrt.models.types import Model, OnRestart, OnText
+from teamrt.runtime.asking import Asker
+from teamrt.runtime.budget import Budget
+from teamrt.runtime.hooks import AgentHooks
+from teamrt.runtime.stream import TextStream
+from teamrt.store import Store
+from teamrt.tools.base import Tool, ToolContext
+from teamrt.tools.permissions import Permissions
 
 DEFAULT_MAX_TOKENS = 8192
 
@@ -66,7 +66,7 @@ class AgentEnv:
     stream: TextStream | None = None
     """Where the agent's text goes as it streams, for watchers (``runs/<run>/stream/<agent>``)."""
     hooks: AgentHooks | None = None
-    """The Claude Code hooks that run at its events (``teamrt.runtime.hooking``); None: none."""
+    """The Claude Code hooks that run at its events (``teamrt.runtime.hooks``); None: none."""
 
 
 @dataclass(frozen=True)

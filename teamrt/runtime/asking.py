@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..store import Store, StoreError
+from teamrt.store import Store, StoreError
 
 USER = "user"
 """The sender of a person's mail (teamrt stop, answer, send, the TUI): the only one the supervisor obeys."""

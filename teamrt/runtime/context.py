@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..models.types import Block, Message, ModelRequest
+from teamrt.models.types import Block, Message, ModelRequest
 
 KEEP_RESULT_TURNS = 3
 MAX_FAILED_COMPACTIONS = 3

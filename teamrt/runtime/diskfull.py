@@ -16,9 +16,9 @@ import errno
 import os
 from pathlib import Path
 
-from ..mailbox.mailbox import FULL_ERRNOS, MailNotDelivered
-from ..store import StoreWriteFailed
-from ..worktree import GitError
+from teamrt.mailbox.mailbox import FULL_ERRNOS, MailNotDelivered
+from teamrt.store import StoreWriteFailed
+from teamrt.worktree import GitError
 
 HALTING = FULL_ERRNOS
 """What stops the run when teamrt's own files meet it (the mailbox's lasting refusals): it stays until a

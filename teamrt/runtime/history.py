@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models.types import Block, Message
-from ..store import TurnRecord
+from teamrt.models.types import Block, Message
+from teamrt.store import TurnRecord
 
 
 def rebuild(turns: list[TurnRecord]) -> list[Message]:

@@ -19,24 +19,25 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from .. import faults
-from ..mailbox import Message
-from ..models import ModelError, ModelRequest, ModelResponse
-from ..models.pricing import worst_cost_usd
-from ..models.tokens import message_tokens, request_tokens
-from ..models.types import Block
-from ..procs import process_start_time
-from ..store import FinishedCall, IngestedMail, NewEvent, ToolUse, Usage
-from ..tools.base import Tool, ToolContext, ToolError, ToolResult, tool_param
-from ..tools.names import canonical, legacy_input
-from ..tools.permissions import Verdict
-from . import context, hooking
-from .agent import AgentEnv, AgentSpec, Outcome
-from .asking import Ask
-from .budget import BudgetExhausted, Reservation
-from .history import replayable
-from .spill import bound_results
-from .surrogates import scrubbed
+from teamrt import faults
+from teamrt.mailbox import Message
+from teamrt.models import ModelError, ModelRequest, ModelResponse
+from teamrt.models.pricing import worst_cost_usd
+from teamrt.models.tokens import message_tokens, request_tokens
+from teamrt.models.types import Block
+from teamrt.procs import process_start_time
+from teamrt.runtime import context
+from teamrt.runtime import hooks as hooking
+from teamrt.runtime.agent import AgentEnv, AgentSpec, Outcome
+from teamrt.runtime.asking import Ask
+from teamrt.runtime.budget import BudgetExhausted, Reservation
+from teamrt.runtime.history import replayable
+from teamrt.runtime.spill import bound_results
+from teamrt.runtime.surrogates import scrubbed
+from teamrt.store import FinishedCall, IngestedMail, NewEvent, ToolUse, Usage
+from teamrt.tools.base import Tool, ToolContext, ToolError, ToolResult, tool_param
+from teamrt.tools.names import canonical, legacy_input
+from teamrt.tools.permissions import Verdict
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Every place that finds damage the run cannot undo (a store behind its files, a
 workspace or branch remade, a message quarantined, a team that stalled)
 records one of these events, each with a ``note``: one line for a person,
 which ``teamrt logs``, ``show``, the progress lines and the TUI print as it is
-(through ``terminal.clean``). The chaos checker (``teamrt.chaos``) counts a
+(through ``terminal.clean``). The chaos checker (``teamrt.testing.chaos``) counts a
 run whose result differs from an uninterrupted one and that recorded none of
 these, and whose resume refused nothing, as a *silent* loss.
 """

@@ -34,12 +34,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..mailbox import DuplicateId, Mailbox, MailboxError, Message, is_id
-from ..mailbox.inbox import Inbox, SetAside
-from ..mailbox.maildir import peek
-from ..store import Store, ToolCallRecord
-from ..terminal import clean_line
-from .losses import MAIL_QUARANTINED
+from teamrt.mailbox import DuplicateId, Mailbox, MailboxError, Message, is_id
+from teamrt.mailbox.inbox import Inbox, SetAside
+from teamrt.mailbox.maildir import peek
+from teamrt.runtime.losses import MAIL_QUARANTINED
+from teamrt.store import Store, ToolCallRecord
+from teamrt.terminal import clean_line
 
 TELL_KIND = "message"
 UNKNOWN = "unknown sender"

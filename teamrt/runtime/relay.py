@@ -22,12 +22,12 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ..mailbox import Mailbox, MailboxError, Message
-from ..store import Store, StoreWriteFailed, ops
-from ..store import steering as st
-from ..store.engine import is_postgres
-from ..store.notify import STEERING, Listener
-from .asking import USER
+from teamrt.mailbox import Mailbox, MailboxError, Message
+from teamrt.runtime.asking import USER
+from teamrt.store import Store, StoreWriteFailed, ops
+from teamrt.store import steering as st
+from teamrt.store.engine import is_postgres
+from teamrt.store.notify import STEERING, Listener
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..tools.base import ToolResult, result_text
+from teamrt.tools.base import ToolResult, result_text
 
 SPILL_CHARS = 50_000
 PREVIEW_CHARS = 2_000

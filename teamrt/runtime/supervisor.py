@@ -33,54 +33,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agents import AgentDefinition, choose_model, kept_definition
-from ..claudecode.memory import Memory, imports, load_memory
-from ..claudecode.settings import ClaudeSettings, load_claude_settings
-from ..mailbox import Inbox, Mailbox, MailboxError, Message, open_watcher
-from ..mailbox.inbox import SetAside
-from ..mailbox.mailbox import MailNotDelivered
-from ..mcp.config import McpConfig, mcp_config
-from ..mcp.servers import NOTICE, PROCESS, McpServers, kill_leftover_servers
-from ..models import Model, is_sim, lookup, open_model, with_overrides
-from ..models.types import Block, OnText
-from ..settings import Settings
-from ..store import (
-    AgentRecord,
-    EventRecord,
-    FinishedCall,
-    Store,
-    StoreError,
-    StoreWriteFailed,
-    TaskUnavailable,
-    ToolCallRecord,
-    Usage,
-    ops,
-)
-from ..tools.base import Tool, ToolContext, ToolError
-from ..tools.files import remove_temporaries
-from ..tools.names import canonical
-from ..tools.permissions import Permissions, Verdict
-from ..tools.protect import protected_paths
-from ..tools.quarantine import QUARANTINED, Guard, Moved, describe, sweep_leftovers
-from ..tools.registry import builtin_tools
-from ..tools.sandbox import SANDBOX_EVENT, default_sandbox
-from ..tools.team import describe_tasks, task_spawn, team_tools
-from ..tools.todo import TODOS_EVENT
-from ..tools.websearch import WebSearch
-from ..worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Worktrees
-from ..worktree.git import full_disk_in
-from ..worktree.queue import IntegrationMoved
-from .agent import AgentEnv, AgentSpec, Outcome
-from .asking import USER, HumanAsker
-from .budget import role_budget, run_budget
-from .diskfull import DiskFull, full_disk_errno, where_of
-from .history import rebuild, unanswered_calls
-from .hooking import RunHooks, load_hooks, task_completing
-from .loop import AgentLoop
-from .losses import MAIL_FAILED, RUN_STALLED
-from .lostmail import LostMail, found_in_bad
-from .relay import SteeringRelay
-from .resume import (
+from teamrt.agents import AgentDefinition, choose_model, kept_definition
+from teamrt.claudecode.memory import Memory, imports, load_memory
+from teamrt.claudecode.settings import ClaudeSettings, load_claude_settings
+from teamrt.mailbox import Inbox, Mailbox, MailboxError, Message, open_watcher
+from teamrt.mailbox.inbox import SetAside
+from teamrt.mailbox.mailbox import MailNotDelivered
+from teamrt.mcp.config import McpConfig, mcp_config
+from teamrt.mcp.servers import NOTICE, PROCESS, McpServers, kill_leftover_servers
+from teamrt.models import Model, is_sim, lookup, open_model, with_overrides
+from teamrt.models.types import Block, OnText
+from teamrt.runtime.agent import AgentEnv, AgentSpec, Outcome
+from teamrt.runtime.asking import USER, HumanAsker
+from teamrt.runtime.budget import role_budget, run_budget
+from teamrt.runtime.diskfull import DiskFull, full_disk_errno, where_of
+from teamrt.runtime.history import rebuild, unanswered_calls
+from teamrt.runtime.hooks import RunHooks, load_hooks, task_completing
+from teamrt.runtime.loop import AgentLoop
+from teamrt.runtime.losses import MAIL_FAILED, RUN_STALLED
+from teamrt.runtime.lostmail import LostMail, found_in_bad
+from teamrt.runtime.relay import SteeringRelay
+from teamrt.runtime.restore import (
     ENDED,
     INTERRUPTED,
     REPEATABLE,
@@ -94,9 +67,36 @@ from .resume import (
     workspace_remade,
     worktree_base,
 )
-from .stall import WAKE, Watchdog
-from .stream import TextStream
-from .teamfile import RoleSpec, TeamFile
+from teamrt.runtime.stall import WAKE, Watchdog
+from teamrt.runtime.stream import TextStream
+from teamrt.sandbox.bwrap import SANDBOX_EVENT, default_sandbox
+from teamrt.sandbox.protect import protected_paths
+from teamrt.sandbox.quarantine import QUARANTINED, Guard, Moved, describe, sweep_leftovers
+from teamrt.settings import Settings
+from teamrt.store import (
+    AgentRecord,
+    EventRecord,
+    FinishedCall,
+    Store,
+    StoreError,
+    StoreWriteFailed,
+    TaskUnavailable,
+    ToolCallRecord,
+    Usage,
+    ops,
+)
+from teamrt.team import Role, Team
+from teamrt.tools.base import Tool, ToolContext, ToolError
+from teamrt.tools.files.edit import remove_temporaries
+from teamrt.tools.names import canonical
+from teamrt.tools.permissions import Permissions, Verdict
+from teamrt.tools.registry import builtin_tools
+from teamrt.tools.team import describe_tasks, task_spawn, team_tools
+from teamrt.tools.todo import TODOS_EVENT
+from teamrt.tools.web.search import WebSearch
+from teamrt.worktree import FILE_TOOLS, MAX_ATTEMPTS, Checkout, GitError, Worktrees
+from teamrt.worktree.git import full_disk_in
+from teamrt.worktree.queue import IntegrationMoved
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Supervisor:
         *,
         store: Store,
         run_dir: Path,
-        team: TeamFile,
+        team: Team,
         definitions: dict[str, AgentDefinition],
         project: Path,
         settings: Settings,
@@ -339,8 +339,8 @@ class Supervisor:
             return outcome
         from sqlalchemy.exc import SQLAlchemyError
 
-        from ..store import StoreWriteFailed
-        from ..store.engine import one_line
+        from teamrt.store import StoreWriteFailed
+        from teamrt.store.engine import one_line
 
         try:
             failed = self.store.reader.events(kinds=(SPAWN_FAILED,))
@@ -432,7 +432,7 @@ class Supervisor:
 
     async def _add(
         self,
-        role: RoleSpec,
+        role: Role,
         name: str,
         *,
         kind: str,
@@ -513,7 +513,7 @@ class Supervisor:
         )
 
     def _spec(
-        self, name: str, role: RoleSpec, definition: AgentDefinition, model_name: str, *, persistent: bool
+        self, name: str, role: Role, definition: AgentDefinition, model_name: str, *, persistent: bool
     ) -> AgentSpec:
         return AgentSpec(
             name=name,
@@ -529,7 +529,7 @@ class Supervisor:
             persistent=persistent,
         )
 
-    def _system(self, role: RoleSpec, definition: AgentDefinition) -> str:
+    def _system(self, role: Role, definition: AgentDefinition) -> str:
         """The agent's system prompt; the lead's also names the roles it may spawn, which the team file,
         not its definition, decides."""
         if role.name != "lead" or not self.team.roles:
@@ -549,7 +549,7 @@ class Supervisor:
         return f"{prompt}\n\n{self.memory.text}" if self.memory.text else prompt
 
     def _member(
-        self, name: str, kind: str, parent: str | None, depth: int, role: RoleSpec, spec: AgentSpec,
+        self, name: str, kind: str, parent: str | None, depth: int, role: Role, spec: AgentSpec,
         tools: ToolContext, epoch: int, messages: list[Any] | None, checkout: Checkout | None,
         spent: Usage | None = None,
     ) -> Member:  # fmt: skip
@@ -705,7 +705,7 @@ class Supervisor:
         )
         return dataclasses.replace(outcome, reason=f"{outcome.reason}; {said}" if outcome.reason else said)
 
-    def _tools_for(self, definition: AgentDefinition, role: RoleSpec) -> dict[str, Tool]:
+    def _tools_for(self, definition: AgentDefinition, role: Role) -> dict[str, Tool]:
         """The tools ``definition`` names (all when it names none) and the team's coordination tools, less
         those it disallows; names compared as the model sees them. Claude Code's TodoWrite and Task, team
         tools in teamrt, come only when named, as in Claude Code. WebSearch, which the API runs and no
@@ -732,7 +732,7 @@ class Supervisor:
         tools |= {tool.name: tool for tool in self.mcp.tools_for(definition)}  # started by _add or _restore
         return tools
 
-    def _permissions(self, role: RoleSpec, definition: AgentDefinition) -> Permissions:
+    def _permissions(self, role: Role, definition: AgentDefinition) -> Permissions:
         mode = role.permission_mode or definition.permission_mode or self.claude.default_mode or "default"
         allow = [*self.team.allow, *team_tools(self)]  # coordination is allowed unless a rule denies it
         return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask, then=self.claude.rules)
@@ -999,7 +999,7 @@ class Supervisor:
         waits = member.kind == "lead" and keep_waiting is not None and keep_waiting()
         return not unanswered_calls(messages) and not waits and not member.loop.has_mail()
 
-    def _role_of(self, record: AgentRecord) -> RoleSpec:
+    def _role_of(self, record: AgentRecord) -> Role:
         if record.kind == "lead":
             return self.team.lead
         if record.kind == "fork":
@@ -1454,7 +1454,7 @@ class Supervisor:
         await self.store.append_event(TODOS_EVENT, {"todos": todos}, agent=agent)
 
 
-def sim_notice(team: TeamFile, definitions: dict[str, AgentDefinition], *, sim: Any = None) -> str | None:
+def sim_notice(team: Team, definitions: dict[str, AgentDefinition], *, sim: Any = None) -> str | None:
     """The line a run of ``team`` on ``sim`` gives at its start when roles of it are played by no
     simulator policy (they only echo their prompt): None when every role on sim is played, or none is
     on sim. ``sim``: the run's own ``SimServer`` (default: the process's, playing the example teams).
@@ -1463,8 +1463,8 @@ def sim_notice(team: TeamFile, definitions: dict[str, AgentDefinition], *, sim: 
     on_sim = [r for r in (team.lead, *team.roles.values()) if is_sim(r.model or team.model)]
     if not on_sim:
         return None
-    from ..models.sim import echo, shared_server
-    from ..models.sim.teams import unplayed_notice
+    from teamrt.sim import echo, shared_server
+    from teamrt.sim.plays import unplayed_notice
 
     server = sim if sim is not None else shared_server()
     if server.default is not echo:  # a server that plays every role

@@ -13,7 +13,7 @@ import dataclasses
 import re
 from typing import Any
 
-from ..models.types import Block, ModelResponse
+from teamrt.models.types import Block, ModelResponse
 
 _LONE = re.compile(r"[\ud800-\udfff]")
 

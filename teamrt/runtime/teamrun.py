@@ -7,30 +7,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import home
-from ..agents import AgentDefinition, AgentScan, role_name, scan_definitions
-from ..agents.definitions import BUILTIN
-from ..claudecode.memory import Memory, load_memory
-from ..claudecode.settings import ClaudeSettings, load_claude_settings
-from ..mcp.config import McpConfig, mcp_config, mcp_notices
-from ..models import Model, default_model, open_model
-from ..models.catalog import resolve
-from ..models.registry import is_sim
-from ..models.types import OnText
-from ..settings import load_settings
-from ..store import RunRecord, Store, create_store, open_reader, open_store
-from ..store.integrity import StoreBehind
-from ..store.ownership import host_identity
-from ..tools.policy import SandboxPolicy
-from ..tools.sandbox import OPT_IN, default_sandbox, describe
-from ..worktree import GitRepo, Worktrees
-from ..worktree.facts import on_branch, repo_of
-from .agent import Outcome
-from .hooking import load_hooks
-from .supervisor import Supervisor
-from .teamfile import LEAD, RESERVED, RoleSpec, TeamFile, load_team_file, team_from_json, team_to_json
-from .verify import accept_loss as record_loss
-from .verify import verify
+from teamrt import home
+from teamrt.agents import AgentDefinition, AgentScan, role_name, scan_definitions
+from teamrt.agents.definitions import BUILTIN
+from teamrt.claudecode.memory import Memory, load_memory
+from teamrt.claudecode.settings import ClaudeSettings, load_claude_settings
+from teamrt.mcp.config import McpConfig, mcp_config, mcp_notices
+from teamrt.models import Model, default_model, open_model
+from teamrt.models.catalog import resolve
+from teamrt.models.registry import is_sim
+from teamrt.models.types import OnText
+from teamrt.runtime.agent import Outcome
+from teamrt.runtime.hooks import load_hooks
+from teamrt.runtime.supervisor import Supervisor
+from teamrt.runtime.verify import accept_loss as record_loss
+from teamrt.runtime.verify import verify
+from teamrt.sandbox.bwrap import OPT_IN, default_sandbox, describe
+from teamrt.sandbox.policy import SandboxPolicy
+from teamrt.settings import load_settings
+from teamrt.store import RunRecord, Store, create_store, open_reader, open_store
+from teamrt.store.integrity import StoreBehind
+from teamrt.store.ownership import host_identity
+from teamrt.team import LEAD, RESERVED, Role, Team, load_team, team_from_json, team_to_json
+from teamrt.worktree import GitRepo, Worktrees
+from teamrt.worktree.facts import on_branch, repo_of
 
 
 class NoPrompt(ValueError):
@@ -124,11 +124,11 @@ def team_from_file(
     choices: Choices = Choices(),
     scan: AgentScan | None = None,
     on_notice: Notice | None = None,
-) -> tuple[TeamFile, str]:
+) -> tuple[Team, str]:
     """The team of ``path`` with ``choices`` and the defaults applied, and its task; raises on a user's
     mistake (a missing key included). The built-in team also gets a role for each of the user's and the
     project's agents (``scan``: the project's agents, scanned already)."""
-    team = load_team_file(path, project=project)
+    team = load_team(path, project=project)
     if path == DEFAULT_TEAM:
         team = with_agent_roles(team, scan or scan_definitions(project), on_notice)
     if choices.model is not None:  # over the team file's models; an agent file's still counts (choose_model)
@@ -147,7 +147,7 @@ def team_from_file(
 
 def single_team(
     agent: str, *, project: Path, choices: Choices = Choices(), scan: AgentScan | None = None
-) -> tuple[TeamFile, dict[str, AgentDefinition]]:
+) -> tuple[Team, dict[str, AgentDefinition]]:
     """The team of ``teamrt run --agent``: the agent ``agent`` (its name, or its role name) as a lead with
     no roles; the command line's model, when it names one, over the agent file's."""
     definitions = (scan or scan_definitions(project)).definitions
@@ -156,12 +156,12 @@ def single_team(
     if agent not in definitions:
         raise UnknownAgent(f"no agent named {agent!r}; known: {', '.join(sorted(definitions))}")
     model = resolve(choices.model) if choices.model else None
-    lead = RoleSpec("lead", agent, model, None, None, None, None)
-    team = TeamFile(path=project, name=agent, lead=lead, model=resolve(choices.model or ""))
+    lead = Role("lead", agent, model, None, None, None, None)
+    team = Team(path=project, name=agent, lead=lead, model=resolve(choices.model or ""))
     return _with_choices(team, choices), definitions
 
 
-def _with_choices(team: TeamFile, choices: Choices) -> TeamFile:
+def _with_choices(team: Team, choices: Choices) -> Team:
     """``team`` with the command line's choices, the default model where it names none, and the
     default budget on Claude where none is set."""
     settings = load_settings()
@@ -181,12 +181,12 @@ def _with_choices(team: TeamFile, choices: Choices) -> TeamFile:
     return team
 
 
-def on_sim(team: TeamFile) -> bool:
+def on_sim(team: Team) -> bool:
     """Whether every model of ``team`` is the simulator (nothing it does is billed)."""
     return all(is_sim(r.model or team.model) for r in (team.lead, *team.roles.values()))
 
 
-def check_start(team: TeamFile, project: Path, *, sim: bool = True) -> dict[str, Model]:
+def check_start(team: Team, project: Path, *, sim: bool = True) -> dict[str, Model]:
     """What must hold before a run of ``team`` exists: its integration branch is free and every model
     opens (a missing key fails here). Returns the models, open; without ``sim``, leaves out the
     simulator's, which always open (and would cost the SDK's import)."""
@@ -227,7 +227,7 @@ async def run_single(
 
 
 async def run_team(
-    team: TeamFile,
+    team: Team,
     task: str,
     *,
     project: Path,
@@ -380,7 +380,7 @@ def read_claude_code(project: Path, on_notice: Notice | None) -> tuple[ClaudeSet
 
 
 def read_mcp(
-    project: Path, team: TeamFile, definitions: dict[str, AgentDefinition], on_notice: Notice | None
+    project: Path, team: Team, definitions: dict[str, AgentDefinition], on_notice: Notice | None
 ) -> McpConfig:
     """The run's MCP servers, read once; what is left out or does not start said."""
     config = mcp_config(project, team, definitions)
@@ -402,7 +402,7 @@ def tell_agents(scan: AgentScan, on_notice: Notice | None) -> None:
                   " lists them all")  # fmt: skip
 
 
-def with_agent_roles(team: TeamFile, scan: AgentScan, on_notice: Notice | None = None) -> TeamFile:
+def with_agent_roles(team: Team, scan: AgentScan, on_notice: Notice | None = None) -> Team:
     """``team`` (the built-in one) with a role for each user and project agent, named by its
     ``role_name``, so that the lead may spawn it; an agent whose role name is taken is said and left
     out."""
@@ -421,7 +421,7 @@ def with_agent_roles(team: TeamFile, scan: AgentScan, on_notice: Notice | None =
                     f" default team: the role name {name!r} is taken"
                 )
             continue
-        roles[name] = RoleSpec(name, definition.name, None, None, None, None, None)
+        roles[name] = Role(name, definition.name, None, None, None, None, None)
     return dataclasses.replace(team, roles=roles)
 
 
@@ -429,7 +429,7 @@ SHOWN_ROLES = 8
 """Roles a run's start line names (the built-in team has one per agent file, maybe many)."""
 
 
-def started_line(run_id: str, team: TeamFile, project: Path) -> str:
+def started_line(run_id: str, team: Team, project: Path) -> str:
     """What a run says as it starts: its id, team, model, workplace and budget."""
     names = ["lead", *team.roles]
     more = f" and {len(names) - SHOWN_ROLES} more" if len(names) > SHOWN_ROLES else ""
@@ -473,7 +473,7 @@ def _merged(run: RunRecord, store: Store) -> int:
     return len(on_branch(repo_of(run.workdir), branch, store.reader.merges()))
 
 
-def _summary(run_id: str, outcome: Outcome, store: Store, team: TeamFile) -> RunSummary:
+def _summary(run_id: str, outcome: Outcome, store: Store, team: Team) -> RunSummary:
     run = store.reader.run()
     usage = run.usage
     return RunSummary(

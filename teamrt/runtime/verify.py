@@ -38,12 +38,12 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..mailbox import is_name
-from ..mailbox.message import MAX_MESSAGE_BYTES
-from ..store import Store, StoreReader, integrity, open_reader
-from ..store import engine as eng
-from ..store.errors import database_reason
-from .losses import STORE_BEHIND
+from teamrt.mailbox import is_name
+from teamrt.mailbox.message import MAX_MESSAGE_BYTES
+from teamrt.runtime.losses import STORE_BEHIND
+from teamrt.store import Store, StoreReader, integrity, open_reader
+from teamrt.store import engine as eng
+from teamrt.store.errors import database_reason
 
 MAILBOX = "mailbox"
 SUPERVISOR = "supervisor"  # runs.SUPERVISOR: the supervisor's own mailbox, read into events

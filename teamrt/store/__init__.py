@@ -3,7 +3,7 @@
 Knows nothing of agents' behaviour or of models: rows in, records out.
 """
 
-from .errors import (
+from teamrt.store.errors import (
     InvalidTransition,
     NotFound,
     RunExists,
@@ -17,9 +17,9 @@ from .errors import (
     StoreWriteFailed,
     TaskUnavailable,
 )
-from .ownership import owner_alive
-from .reader import StoreReader, open_reader
-from .records import (
+from teamrt.store.ownership import owner_alive
+from teamrt.store.reader import StoreReader, open_reader
+from teamrt.store.records import (
     AgentRecord,
     EventRecord,
     FinishedCall,
@@ -37,7 +37,7 @@ from .records import (
     TurnRecord,
     Usage,
 )
-from .store import Store, create_store, open_store
+from teamrt.store.store import Store, create_store, open_store
 
 __all__ = [
     "AgentRecord",

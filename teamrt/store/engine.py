@@ -34,8 +34,8 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool
 
-from .errors import StoreError
-from .ownership import STALE_AFTER_S
+from teamrt.store.errors import StoreError
+from teamrt.store.ownership import STALE_AFTER_S
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from sqlalchemy import Connection, select
 
-from . import engine as eng
-from . import tables as t
-from .errors import StoreError
+from teamrt.store import engine as eng
+from teamrt.store import tables as t
+from teamrt.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 

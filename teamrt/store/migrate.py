@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
 
-from .errors import SchemaTooNew
+from teamrt.store.errors import SchemaTooNew
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Insert, and_, bindparam, exists, func, insert, select, update
 
-from . import tables as t
-from .errors import InvalidTransition, NotFound, TaskUnavailable
-from .ownership import now_in_database, take_lease
-from .records import (
+from teamrt.store import tables as t
+from teamrt.store.errors import InvalidTransition, NotFound, TaskUnavailable
+from teamrt.store.ownership import now_in_database, take_lease
+from teamrt.store.records import (
     AGENT_KINDS,
     AGENT_STATUSES,
     MERGE_STATUSES,

@@ -36,10 +36,10 @@ from pathlib import Path
 from sqlalchemy import Connection, Double, bindparam, cast, func, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..procs import is_running, own_identity
-from . import tables as t
-from .errors import RunOwned, RunTakenOver, StoreError
-from .records import Owner, RunRecord
+from teamrt.procs import is_running, own_identity
+from teamrt.store import tables as t
+from teamrt.store.errors import RunOwned, RunTakenOver, StoreError
+from teamrt.store.records import Owner, RunRecord
 
 LOCK_FILE = "owner.lock"
 HOST_ENV = "TEAMRT_HOST"

@@ -21,12 +21,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine, Row, select, union_all
 
-from . import engine as eng
-from . import migrate, steering
-from . import tables as t
-from .errors import NotFound, RunNotFound, SchemaTooNew, SchemaTooOld
-from .ownership import OwnerLock, database_now
-from .records import (
+from teamrt.store import engine as eng
+from teamrt.store import migrate, steering
+from teamrt.store import tables as t
+from teamrt.store.errors import NotFound, RunNotFound, SchemaTooNew, SchemaTooOld
+from teamrt.store.ownership import OwnerLock, database_now
+from teamrt.store.records import (
     AgentRecord,
     EventRecord,
     MailRecord,

@@ -17,11 +17,11 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from . import engine as eng
-from . import tables as t
-from .errors import RunNotFound
-from .notify import ACKS, STEERING, notify
-from .records import SteeringRecord
+from teamrt.store import engine as eng
+from teamrt.store import tables as t
+from teamrt.store.errors import RunNotFound
+from teamrt.store.notify import ACKS, STEERING, notify
+from teamrt.store.records import SteeringRecord
 
 DELIVERED = "delivered"
 
@@ -79,7 +79,7 @@ def outcome_of(url: str, steering_id: int) -> SteeringRecord | None:
 
 def server_now(url: str) -> float:
     """The database's clock: an owner's heartbeat is aged in it, never in this host's (which may be off)."""
-    from .ownership import database_now
+    from teamrt.store.ownership import database_now
 
     engine = eng.reader_engine(url)
     try:

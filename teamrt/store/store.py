@@ -17,15 +17,15 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, update
 from sqlalchemy.exc import DBAPIError
 
-from . import engine as eng
-from . import integrity, migrate, ops
-from . import tables as t
-from .errors import RunExists, RunNotFound, StoreOpenFailed, StoreWriteFailed, database_reason
-from .integrity import CommitStamp
-from .notify import COMMITS, notify
-from .ownership import HEARTBEAT_S, OwnerLock, check_lease, check_not_live_elsewhere, database_now
-from .reader import StoreReader
-from .records import (
+from teamrt.store import engine as eng
+from teamrt.store import integrity, migrate, ops
+from teamrt.store import tables as t
+from teamrt.store.errors import RunExists, RunNotFound, StoreOpenFailed, StoreWriteFailed, database_reason
+from teamrt.store.integrity import CommitStamp
+from teamrt.store.notify import COMMITS, notify
+from teamrt.store.ownership import HEARTBEAT_S, OwnerLock, check_lease, check_not_live_elsewhere, database_now
+from teamrt.store.reader import StoreReader
+from teamrt.store.records import (
     AgentRecord,
     FinishedCall,
     IngestedMail,
@@ -37,7 +37,7 @@ from .records import (
     TurnRecord,
     Usage,
 )
-from .writer import Op, Writer
+from teamrt.store.writer import Op, Writer
 
 T = TypeVar("T")
 

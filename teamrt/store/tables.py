@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Row, Table
 
-from .records import (
+from teamrt.store.records import (
     AgentRecord,
     EventRecord,
     MailRecord,
@@ -23,7 +23,7 @@ from .records import (
     TurnRecord,
     Usage,
 )
-from .schema import Base
+from teamrt.store.schema import Base
 
 runs: Table = Base.metadata.tables["runs"]
 agents: Table = Base.metadata.tables["agents"]

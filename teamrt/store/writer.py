@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from .. import faults
-from . import engine as eng
-from .errors import StoreClosed, StoreWriteFailed
-from .integrity import CommitStamp
+from teamrt import faults
+from teamrt.store import engine as eng
+from teamrt.store.errors import StoreClosed, StoreWriteFailed
+from teamrt.store.integrity import CommitStamp
 
 T = TypeVar("T")
 Op = Callable[[Connection], T]

@@ -3,12 +3,12 @@
 Light to import: nothing here pulls in the ``anthropic`` SDK.
 """
 
-from .base import OnProcess, Tool, ToolContext, ToolError, ToolResult, tool_param
-from .bash import Bash
-from .files import Edit, Glob, Grep, MultiEdit, Read, Write
-from .listing import LS
-from .registry import builtin_tools
-from .sandbox import Sandbox, default_sandbox
+from teamrt.sandbox.bwrap import Sandbox, default_sandbox
+from teamrt.tools.base import OnProcess, Tool, ToolContext, ToolError, ToolResult, tool_param
+from teamrt.tools.files.edit import Edit, Glob, Grep, MultiEdit, Read, Write
+from teamrt.tools.files.listing import LS
+from teamrt.tools.registry import builtin_tools
+from teamrt.tools.shell.bash import Bash
 
 __all__ = [
     "LS",

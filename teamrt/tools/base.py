@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .policy import SandboxPolicy, WebPolicy
+from teamrt.sandbox.policy import SandboxPolicy, WebPolicy
 
 if TYPE_CHECKING:
-    from .quarantine import Guard
+    from teamrt.sandbox.quarantine import Guard
 
 OnProcess = Callable[[int], Awaitable[None]]
 """Called with the pid of each process a tool starts, before the tool waits on it (journaled)."""
@@ -47,7 +47,7 @@ class ToolContext:
     writable: tuple[Path, ...] = field(default=())
     """Directories outside the workspace that sandboxed programs may write (a worktree's git metadata)."""
     protected: tuple[Path, ...] = field(default=())
-    """Canonical paths no tool may change in any permission mode (``teamrt.tools.protect``): the file
+    """Canonical paths no tool may change in any permission mode (``teamrt.sandbox.protect``): the file
     tools refuse them, the sandbox mounts those that exist read-only."""
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     """What the run allows programs: network, environment, limits, running unconfined."""
@@ -57,7 +57,7 @@ class ToolContext:
     """The agent's deny rules for reading: the rule (as written) that forbids reading a canonical path,
     or None. Reads refuse such a path and walks (glob, grep) skip it."""
     guard: Guard | None = None
-    """The run's check of protected paths (``teamrt.tools.quarantine``): every process that ran in the
+    """The run's check of protected paths (``teamrt.sandbox.quarantine``): every process that ran in the
     workspace is followed by a scan that moves out what it created or changed there. None outside a run."""
 
 

@@ -20,7 +20,7 @@ allow rule none.
 ``WebFetch(domain:example.com)`` matches a fetch of that host, and
 ``WebFetch(domain:*.example.com)`` one of any of its subdomains (not of
 ``example.com`` itself); the host is the call's ``url`` read as WebFetch reads
-it (``teamrt.tools.webaddress``), in lower case and ASCII. A ``url`` that is
+it (``teamrt.tools.web.address``), in lower case and ASCII. A ``url`` that is
 not valid matches no allow rule and every deny and ask rule for WebFetch.
 WebFetch follows redirects only on the same host, so the rule that allowed the
 call covers every page it reads.
@@ -41,7 +41,7 @@ trailing `` *`` also matches nothing, so ``Bash(npm run test *)`` and the older
 ``Bash(npm run test:*)`` match ``npm run test`` and ``npm run test -x`` but not
 ``npm run tests``. ``Bash`` and ``Bash(*)`` match every command.
 
-A command is read with a real shell parser (``teamrt.tools.shellprograms``)
+A command is read with a real shell parser (``teamrt.tools.shell.programs``)
 into the programs it runs: every part of a compound command, the bodies of
 substitutions, and what wrappers run (``sudo rm x`` runs ``sudo`` and ``rm``).
 A rule sees each as a program and its arguments, quotes removed and separated
@@ -88,10 +88,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .names import LATER, canonical
-from .shellparse import ShellSyntaxError, parse
-from .shellprograms import Command, Reading, read
-from .webaddress import domain_name, host_of
+from teamrt.tools.names import LATER, canonical
+from teamrt.tools.shell.parse import ShellSyntaxError, parse
+from teamrt.tools.shell.programs import Command, Reading, read
+from teamrt.tools.web.address import domain_name, host_of
 
 
 class Mode(StrEnum):

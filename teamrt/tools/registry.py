@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .base import Tool
-from .bash import Bash
-from .files import Edit, Glob, Grep, MultiEdit, Read, Write
-from .listing import LS
-from .webfetch import WebFetch
-from .websearch import WebSearch
+from teamrt.tools.base import Tool
+from teamrt.tools.files.edit import Edit, Glob, Grep, MultiEdit, Read, Write
+from teamrt.tools.files.listing import LS
+from teamrt.tools.shell.bash import Bash
+from teamrt.tools.web.fetch import WebFetch
+from teamrt.tools.web.search import WebSearch
 
 
 def builtin_tools() -> dict[str, Tool]:

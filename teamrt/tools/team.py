@@ -2,7 +2,7 @@
 
 They are coordination, not side effects on the user's machine, so a team's
 permissions allow them unless a rule denies them. Each call acts for the
-agent named in its ``ToolContext``; the ``Team`` protocol is the supervisor.
+agent named in its ``ToolContext``; the ``TeamServices`` protocol is the supervisor.
 Two of them are Claude Code's: ``Task`` (a sub-agent that answers the call,
 teamrt's spawn in Claude Code's form) and ``TodoWrite`` (``teamrt.tools.todo``).
 """
@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .base import ToolContext, ToolError, ToolResult, object_schema
-from .todo import TodoWrite
+from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
+from teamrt.tools.todo import TodoWrite
 
 KINDS = ("fork", "worktree", "team")
 """What ``spawn_agent`` starts. A ``Task`` call starts a fork, or a ``task``: one agent of a role, in its
@@ -23,7 +23,7 @@ GENERAL_PURPOSE = "general-purpose"
 """Claude Code's sub-agent type for "no particular role": in teamrt, a fork."""
 
 
-class Team(Protocol):
+class TeamServices(Protocol):
     """What the team tools need from the supervisor."""
 
     async def spawn(
@@ -79,7 +79,7 @@ class _TeamTool:
     input_schema: dict[str, Any]
     read_only = False
 
-    def __init__(self, team: Team) -> None:
+    def __init__(self, team: TeamServices) -> None:
         self.team = team
 
 
@@ -290,7 +290,7 @@ class RespondShutdown(_TeamTool):
         return ToolResult(sent + ("; you finish after this turn" if accept else ""))
 
 
-def team_tools(team: Team) -> dict[str, Any]:
+def team_tools(team: TeamServices) -> dict[str, Any]:
     """The tools that need the team, Claude Code's two (``TodoWrite``, ``Task``) first."""
     tools: list[_TeamTool | TodoWrite] = [
         TodoWrite(team), Task(team), SpawnAgent(team), SendMessage(team), Broadcast(team), TaskCreate(team),

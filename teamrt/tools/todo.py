@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from .base import ToolContext, ToolError, ToolResult, object_schema
+from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
 
 TODOS_EVENT = "todos"
 """The event holding an agent's latest list: ``{"todos": [{content, status, activeForm}, ...]}``."""

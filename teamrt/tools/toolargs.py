@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import ToolError
+from teamrt.tools.base import ToolError
 
 PATH_BYTES = 4096
 """Longest path accepted (Linux's PATH_MAX)."""

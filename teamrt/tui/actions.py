@@ -2,7 +2,7 @@
 
 Each returns the one line to show the user and raises ``ActionFailed`` with
 one line when it cannot be done. The TUI never writes the store: these go
-through ``teamrt.runs`` (mail) or a ``teamrt resume --detach`` process. They
+through ``teamrt.runs.query`` (mail) or a ``teamrt resume --detach`` process. They
 block; the app runs them in worker threads.
 """
 
@@ -13,9 +13,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import runs
-from ..steer import Sent
-from ..store import StoreError
+from teamrt.runs import query as runs
+from teamrt.runs.steer import Sent
+from teamrt.store import StoreError
 
 RESUME_TIMEOUT_S = 60.0
 

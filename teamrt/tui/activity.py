@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..runs import describe_call
-from ..store import AgentRecord, ToolCallRecord
+from teamrt.runs.query import describe_call
+from teamrt.store import AgentRecord, ToolCallRecord
 
 WAITING = "waiting for approval"
 

@@ -23,10 +23,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..models.registry import is_sim
-from ..runs import money
-from .look import name_text, plain, status_text, tokens_text
-from .state import AgentRow
+from teamrt.models.registry import is_sim
+from teamrt.runs.query import money
+from teamrt.tui.look import name_text, plain, status_text, tokens_text
+from teamrt.tui.state import AgentRow
 
 COLUMNS = ("agent", "kind", "role", "model", "status", "turns", "tokens", "cache", "cost", "activity")
 ACTIVITY = len(COLUMNS) - 1  # the last column: as wide as what is left

@@ -21,12 +21,12 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 
-from ..terminal import clean, clean_line
-from .dialogs import HelpScreen
-from .run_screen import RunScreen
-from .runs_screen import RunsScreen
-from .screen import NARROW
-from .state import AgentRow
+from teamrt.terminal import clean, clean_line
+from teamrt.tui.dialogs import HelpScreen
+from teamrt.tui.run_screen import RunScreen
+from teamrt.tui.runs_screen import RunsScreen
+from teamrt.tui.screen import NARROW
+from teamrt.tui.state import AgentRow
 
 PICTURES_DIR = "screenshots"
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..mailbox.maildir import peek
-from ..mailbox.message import preview
-from ..runs import describe_call
-from ..runtime.stream import STREAM_DIR
-from ..steer import MAILBOX_DIR
-from ..store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
-from ..terminal import clean
+from teamrt.mailbox.maildir import peek
+from teamrt.mailbox.message import preview
+from teamrt.runs.query import describe_call
+from teamrt.runs.steer import MAILBOX_DIR
+from teamrt.runtime.stream import STREAM_DIR
+from teamrt.store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
+from teamrt.terminal import clean
 
 STREAM_TAIL_BYTES = 8192
 PREVIEW_CHARS = 100
@@ -184,8 +184,8 @@ def diff_stat(workspace: Path, project: Path, integration_branch: str, merged: s
 
     teamrt's safe git, pointed at the checkout by git's own records: the agent wrote the checkout and
     its metadata, and a plain ``git -C`` there would run the filters of a configuration it names."""
-    from ..worktree import GitError, GitRepo  # GitPython: only when a worktree agent is shown
-    from ..worktree.worktrees import git_env_of
+    from teamrt.worktree import GitError, GitRepo  # GitPython: only when a worktree agent is shown
+    from teamrt.worktree.worktrees import git_env_of
 
     repo = GitRepo.find(project)
     if repo is None:

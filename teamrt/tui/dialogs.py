@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from .look import plain
+from teamrt.tui.look import plain
 
 HELP = """\
 [b]teamrt tui[/b]: watch a team of agents live, and step in by mail.   [dim]esc closes[/dim]

@@ -7,7 +7,7 @@ from itertools import pairwise
 
 from rich.text import Text
 
-from ..terminal import clean, clean_line
+from teamrt.terminal import clean, clean_line
 
 STATUS_STYLE = {
     "pending": "dim",

@@ -26,15 +26,15 @@ from textual.message import Message
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from ..runs import CRASHED, PendingAsk, RunsError, unreadable
-from ..store import StoreError
-from . import actions
-from .agent_list import AgentList
-from .dialogs import ConfirmDialog, MessageDialog
-from .look import plain
-from .screen import TeamScreen
-from .state import RunFollower, RunState
-from .widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
+from teamrt.runs.query import CRASHED, PendingAsk, RunsError, unreadable
+from teamrt.store import StoreError
+from teamrt.tui import actions
+from teamrt.tui.agent_list import AgentList
+from teamrt.tui.dialogs import ConfirmDialog, MessageDialog
+from teamrt.tui.look import plain
+from teamrt.tui.screen import TeamScreen
+from teamrt.tui.state import RunFollower, RunState
+from teamrt.tui.widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
 
 POLL_S = 0.05
 MIN_GAP_S = 0.15  # between two reads while commits keep coming: each read is a repaint

@@ -12,11 +12,11 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
-from ..runs import CRASHED, RunSummary, SummaryCache, age_text, list_runs, spent_text
-from ..terminal import clean
-from .look import status_text, tokens_text
-from .screen import TeamScreen
-from .widgets import KeyTable
+from teamrt.runs.query import CRASHED, RunSummary, SummaryCache, age_text, list_runs, spent_text
+from teamrt.terminal import clean
+from teamrt.tui.look import status_text, tokens_text
+from teamrt.tui.screen import TeamScreen
+from teamrt.tui.widgets import KeyTable
 
 REREAD_S = 1.0
 TASK_CHARS = 60

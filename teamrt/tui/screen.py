@@ -9,10 +9,10 @@ from textual import work
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from . import actions
+from teamrt.tui import actions
 
 if TYPE_CHECKING:
-    from .app import TeamApp
+    from teamrt.tui.app import TeamApp
 
 NARROW = 100
 """A screen narrower than this has a compact footer without the less needed keys (an 80-column one

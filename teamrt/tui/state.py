@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runs import (
+from teamrt.runs.query import (
     CRASHED,
     LIVE_AGENT,
     PendingAsk,
@@ -31,10 +31,11 @@ from ..runs import (
     sandbox_of,
     unconfined_run,
 )
-from ..runtime.asking import ANSWERED, ASK
-from ..runtime.losses import KINDS as LOSSES
-from ..runtime.stream import STREAM_DIR
-from ..store import (
+from teamrt.runtime.asking import ANSWERED, ASK
+from teamrt.runtime.losses import KINDS as LOSSES
+from teamrt.runtime.stream import STREAM_DIR
+from teamrt.sandbox.bwrap import SANDBOX_EVENT
+from teamrt.store import (
     AgentRecord,
     EventRecord,
     MergeRecord,
@@ -44,11 +45,10 @@ from ..store import (
     ToolCallRecord,
     open_reader,
 )
-from ..store import engine as eng
-from ..store.notify import COMMITS, Listener
-from ..tools.sandbox import SANDBOX_EVENT
-from .activity import activity
-from .detail import AgentDetail, DetailReader, streaming_now
+from teamrt.store import engine as eng
+from teamrt.store.notify import COMMITS, Listener
+from teamrt.tui.activity import activity
+from teamrt.tui.detail import AgentDetail, DetailReader, streaming_now
 
 EVENT_TAIL = 200
 OPEN_CALLS = ("pending", "running")

@@ -14,15 +14,23 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from ..logs import describe_event
-from ..runs import PendingAsk, age_text, budget_text, describe_call, duration_text, money, simulated
-from ..runtime.losses import KINDS as LOSSES
-from ..store import EventRecord, MergeRecord, TaskRecord
-from ..terminal import clean
-from .activity import WAITING
-from .detail import AgentDetail, Line
-from .look import LINE_MARK, LINE_STYLE, STATUS_STYLE, inert, plain, tokens_text
-from .state import RunState
+from teamrt.runs.follow import describe_event
+from teamrt.runs.query import (
+    PendingAsk,
+    age_text,
+    budget_text,
+    describe_call,
+    duration_text,
+    money,
+    simulated,
+)
+from teamrt.runtime.losses import KINDS as LOSSES
+from teamrt.store import EventRecord, MergeRecord, TaskRecord
+from teamrt.terminal import clean
+from teamrt.tui.activity import WAITING
+from teamrt.tui.detail import AgentDetail, Line
+from teamrt.tui.look import LINE_MARK, LINE_STYLE, STATUS_STYLE, inert, plain, tokens_text
+from teamrt.tui.state import RunState
 
 
 class KeyTable(DataTable[Text | str]):

@@ -1,9 +1,9 @@
 """Worktree agents and the gated merge queue."""
 
-from .checkout import Checkout
-from .git import GitError, GitRepo
-from .queue import MergeQueue, Verdict
-from .worktrees import FILE_TOOLS, MAX_ATTEMPTS, Landing, Worktrees
+from teamrt.worktree.checkout import Checkout
+from teamrt.worktree.git import GitError, GitRepo
+from teamrt.worktree.queue import MergeQueue, Verdict
+from teamrt.worktree.worktrees import FILE_TOOLS, MAX_ATTEMPTS, Landing, Worktrees
 
 __all__ = [
     "FILE_TOOLS",

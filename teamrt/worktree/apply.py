@@ -31,10 +31,10 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..store import AgentRecord, RunRecord
-from ..terminal import clean
-from .branchcheck import Finding, check_range, index_flags
-from .git import GitError, GitRepo, status_paths
+from teamrt.store import AgentRecord, RunRecord
+from teamrt.terminal import clean
+from teamrt.worktree.branchcheck import Finding, check_range, index_flags
+from teamrt.worktree.git import GitError, GitRepo, status_paths
 
 NOT_RUN = "(git hooks and repository-defined filters/drivers were not run; run your checks yourself)"
 
@@ -98,7 +98,10 @@ def plan_apply(run: RunRecord, run_dir: Path | None = None) -> Plan:
 def _findings(repo: GitRepo, run: RunRecord, head: str, tip: str, run_dir: Path | None) -> list[Finding]:
     """``branchcheck`` on the commits ``tip`` brings onto ``head``, and the index of each of the run's
     worktrees still there."""
-    from .worktrees import git_env_of, in_tree  # the sandbox's modules: only when there is work to check
+    from teamrt.worktree.worktrees import (  # the sandbox's modules: only when there is work to check
+        git_env_of,
+        in_tree,
+    )
 
     team = run.settings.get("team")
     team_path = team.get("path") if isinstance(team, dict) else None
@@ -258,7 +261,7 @@ def unmerged_work(
     """What in the worktree at ``path`` (of the agent whose branch is ``branch``) is not merged: commits
     on its HEAD or branch that none of the ``merged`` commits has, uncommitted changes (untracked files
     included, ignored ones not). None when there is none: removing it loses nothing."""
-    from .worktrees import git_env_of  # the sandbox's modules: only for gc
+    from teamrt.worktree.worktrees import git_env_of  # the sandbox's modules: only for gc
 
     env = git_env_of(repo, path)
     if env is None:

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..terminal import clean_line
-from ..tools.protect import MEMORY_FILES, protected_in_tree
-from .git import GitError, GitRepo
+from teamrt.sandbox.protect import MEMORY_FILES, protected_in_tree
+from teamrt.terminal import clean_line
+from teamrt.worktree.git import GitError, GitRepo
 
 SYMLINK = "120000"
 MAX_HOPS = 40

@@ -29,11 +29,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tools.base import ToolContext
-from ..tools.bash import run_in_group
-from ..tools.protect import protected_paths
-from ..tools.sandbox import Sandbox
-from .git import GitError, GitRepo, status_paths
+from teamrt.sandbox.bwrap import Sandbox
+from teamrt.sandbox.protect import protected_paths
+from teamrt.tools.base import ToolContext
+from teamrt.tools.shell.bash import run_in_group
+from teamrt.worktree.git import GitError, GitRepo, status_paths
 
 GIT_TIMEOUT = 300.0
 

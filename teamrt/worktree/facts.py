@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..store import AgentRecord, MergeRecord, ToolCallRecord
-from .git import GitError, GitRepo
+from teamrt.store import AgentRecord, MergeRecord, ToolCallRecord
+from teamrt.worktree.git import GitError, GitRepo
 
 WRITES = frozenset({"Write", "Edit", "MultiEdit", "write", "edit", "multi_edit"})
 """The file tools whose calls change a file, by every name a run may have journaled them under."""

@@ -41,16 +41,16 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from .. import faults
-from ..store import Store
-from ..tools.base import ToolContext
-from ..tools.bash import run_in_group
-from ..tools.policy import SandboxPolicy
-from ..tools.protect import protected_paths
-from ..tools.sandbox import Sandbox
-from .branchcheck import check_range, refusal
-from .gates import ReportError, Run, judge, prepare, read_report, runner_of
-from .git import TEAMRT_IDENTITY, GitError, GitRepo
+from teamrt import faults
+from teamrt.sandbox.bwrap import Sandbox
+from teamrt.sandbox.policy import SandboxPolicy
+from teamrt.sandbox.protect import protected_paths
+from teamrt.store import Store
+from teamrt.tools.base import ToolContext
+from teamrt.tools.shell.bash import run_in_group
+from teamrt.worktree.branchcheck import check_range, refusal
+from teamrt.worktree.gates import ReportError, Run, judge, prepare, read_report, runner_of
+from teamrt.worktree.git import TEAMRT_IDENTITY, GitError, GitRepo
 
 OUTPUT_CHARS = 8_000
 """Of a gate's or git's output, what a verdict keeps (its end, where failures are reported)."""

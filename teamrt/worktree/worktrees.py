@@ -16,14 +16,14 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..store import Store
-from ..tools.policy import SandboxPolicy
-from ..tools.sandbox import default_sandbox
-from . import checkout as co
-from .checkout import Checkout
-from .git import GitRepo
-from .overlap import Overlaps
-from .queue import MergeQueue
+from teamrt.sandbox.bwrap import default_sandbox
+from teamrt.sandbox.policy import SandboxPolicy
+from teamrt.store import Store
+from teamrt.worktree import checkout as co
+from teamrt.worktree.checkout import Checkout
+from teamrt.worktree.git import GitRepo
+from teamrt.worktree.overlap import Overlaps
+from teamrt.worktree.queue import MergeQueue
 
 MAX_ATTEMPTS = 3
 FILE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "Bash"})

@@ -1,0 +1,350 @@
+"""The hooks of a run at work: what the agent loop and the supervisor call at each event.
+
+``load_hooks`` reads a project's hooks once per run (``teamrt.claudecode.hooks``)
+and keeps those that may run: the user's own, and the repository's only while
+the person trusts them as they are (``teamrt.claudecode.trust``). Each agent
+gets an ``AgentHooks`` (in ``AgentEnv.hooks``); the loop calls:
+
+- ``starting`` as an agent's run begins: ``SessionStart`` at its first run
+  (source ``startup``, or ``resume`` for one a resume restarts), then
+  ``UserPromptSubmit`` on the lead's task. A block ends the lead stopped
+  before its first model call; a child's directive comes from the lead, not
+  from a person, so it fires no ``UserPromptSubmit`` (as in Claude Code);
+- ``pre_tool`` and ``decide`` before a call (``PreToolUse``: a block refuses
+  it; ``allow`` spares an ask of the mode, never a rule's deny or ask;
+  ``ask`` asks about a call the rules and mode would allow; ``updatedInput``
+  is what the tool runs with), ``post_tool`` after one that succeeded;
+- ``stop_blocked`` where the agent would end done (``Stop`` for the lead,
+  ``SubagentStop`` for the others), ``idle_blocked`` where a teammate would
+  idle (``TeammateIdle``): a block makes the agent go on, with the hook's
+  words as its next user turn, at most ``MAX_CONTINUATIONS`` times in a row;
+- ``context`` as it builds a user turn: the text hooks added
+  (``additionalContext``, feedback), in that turn.
+
+The supervisor calls ``task_completing`` before a task is marked done
+(``TaskCompleted``: a block leaves it open and tells the agent why).
+``continue: false`` in any hook's answer stops the agent.
+
+Each run of a hook is journaled as a ``hook`` event (its event, command,
+scope, exit code, time and outcome); an error, a timeout or a hook that could
+not run is also a progress line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from teamrt.claudecode.hooks import Answer, HookSet, combine, interpret, parse_hooks, run_hook
+from teamrt.claudecode.settings import read_settings_files
+from teamrt.claudecode.trust import TrustError, hooks_digest, is_trusted
+from teamrt.models.types import Block
+from teamrt.sandbox.bwrap import default_sandbox
+from teamrt.sandbox.quarantine import describe
+from teamrt.store import Store
+from teamrt.tools.base import Tool, ToolResult
+from teamrt.tools.permissions import Decision, Mode, Verdict
+
+if TYPE_CHECKING:
+    from teamrt.runtime.loop import AgentLoop
+
+HOOK_EVENT = "hook"
+"""The event of one run of a hook: ``{"event", "command", "scope", "code", "ms", "outcome", ...}``."""
+MAX_CONTINUATIONS = 5
+"""How many times in a row Stop, SubagentStop and TeammateIdle hooks may keep an agent going."""
+COMMAND_CHARS = 200
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """The hooks a run runs."""
+
+    hooks: HookSet = field(default_factory=HookSet)
+
+    def for_agent(self, store: Store, *, name: str, kind: str, agent: str) -> AgentHooks | None:
+        """The hooks of the agent ``name``, of ``kind``, whose definition is ``agent`` (None when the run
+        has none)."""
+        if not self.hooks.hooks:
+            return None
+        agent_type = "fork" if kind == "fork" else agent
+        return AgentHooks(self.hooks, store, name=name, kind=kind, agent_type=agent_type)
+
+
+def load_hooks(project: Path, on_notice: Callable[[str], None] | None = None) -> RunHooks:
+    """``project``'s hooks that may run, read once per run; ``on_notice`` is told, a line each, what was
+    wrong in them and whether the repository's are left out. Raises ``SettingsError`` for a settings file
+    that cannot be read (``teamrt.claudecode.settings``)."""
+    files = read_settings_files(project)
+    parsed = parse_hooks(files)
+    notices = [f"teamrt: warning: {problem}" for problem in parsed.problems]
+    digest = hooks_digest(files)
+    trusted = False
+    if digest is not None:
+        try:
+            trusted = is_trusted(project, digest)
+        except TrustError as e:
+            notices.append(f"teamrt: warning: {e}")
+        if not trusted:
+            where = " and ".join(
+                str(f.path) for f in files if f.scope in ("project", "local") and f.data.get("hooks")
+            )
+            notices.append(
+                f"teamrt: warning: the hooks in {where} do not run: this project's hooks are not trusted as"
+                f" they are now; read them, then run `teamrt trust` in {project} to let them run"
+            )
+    runnable = parsed if trusted else parsed.scoped("user")
+    if runnable.hooks and not default_sandbox().confined:
+        notices.append(
+            "teamrt: note: hooks run in the sandbox of Bash; without bubblewrap they run only where the"
+            " run lets commands run unconfined, and a PreToolUse hook that cannot run refuses the call"
+        )
+    if on_notice is not None:
+        for line in notices:
+            on_notice(line)
+    return RunHooks(runnable)
+
+
+@dataclass
+class AgentHooks:
+    """One agent's hooks, and what they left it to do."""
+
+    hooks: HookSet
+    store: Store
+    name: str
+    kind: str
+    """``lead``, ``fork``, ``worktree`` or ``team``."""
+    agent_type: str
+    """Its definition's name (``fork`` for a fork): what SubagentStop matchers match."""
+    started: bool = False
+    """Whether its SessionStart hooks ran (a restart after a crash of the loop does not run them again)."""
+    continuations: int = 0
+    """How many times in a row its Stop (SubagentStop, TeammateIdle) hooks kept it going."""
+    context: list[str] = field(default_factory=list)
+    """Text for its next user turn."""
+
+
+@dataclass(frozen=True)
+class PreTool:
+    """What the PreToolUse hooks said of a call."""
+
+    refusal: str | None
+    input: dict[str, Any]
+    """What the tool runs with (the hooks' ``updatedInput``, else the call's)."""
+    decision: str | None = None
+    reason: str = ""
+
+
+async def starting(loop: AgentLoop, task: str | list[Block] | None) -> str | None:
+    """``SessionStart`` at the agent's first run, ``UserPromptSubmit`` on the lead's ``task``; why the
+    agent must stop before its first model call, or None."""
+    hooks = loop.env.hooks
+    if hooks is None:
+        return None
+    if not hooks.started:
+        hooks.started = True
+        source = "startup" if task is not None else "resume"
+        answer = await _fire(loop, "SessionStart", {"source": source}, query=source)
+        hooks.context += _contexts("SessionStart", answer)
+        if answer.stop is not None:
+            return f"a SessionStart hook stopped it: {answer.stop}"
+    if isinstance(task, str) and hooks.kind == "lead":
+        answer = await _fire(loop, "UserPromptSubmit", {"prompt": task})
+        if answer.stop is not None:
+            return f"a UserPromptSubmit hook stopped it: {answer.stop}"
+        if answer.blocks:
+            return "a UserPromptSubmit hook blocked the task: " + "\n".join(answer.blocks)
+        hooks.context += _contexts("UserPromptSubmit", answer)
+    return None
+
+
+def context(loop: AgentLoop) -> list[Block]:
+    """The text hooks added for the agent's next user turn, taken. Kept for a later turn while the
+    history ends with a user turn (a resumed agent's), so that user and assistant turns alternate."""
+    hooks = loop.env.hooks
+    if hooks is None or not hooks.context or (loop.messages and loop.messages[-1]["role"] == "user"):
+        return []
+    blocks: list[Block] = [{"type": "text", "text": text} for text in hooks.context]
+    hooks.context.clear()
+    return blocks
+
+
+async def pre_tool(loop: AgentLoop, call: Block, name: str, args: dict[str, Any]) -> PreTool:
+    """The ``PreToolUse`` hooks of ``call`` to the tool ``name`` with ``args``. One that cannot run (no
+    sandbox) refuses it: a guard teamrt cannot run must not let the call through."""
+    hooks = loop.env.hooks
+    if hooks is None:
+        return PreTool(None, args)
+    answer = await _fire(loop, "PreToolUse", _about_call(call, name, args), query=name, call=call)
+    hooks.context += _contexts("PreToolUse", answer)
+    if answer.stop is not None:
+        loop.stop(f"a PreToolUse hook stopped it: {answer.stop}")
+        return PreTool(f"not run: a PreToolUse hook stopped the agent: {answer.stop}", args)
+    if answer.blocks:
+        return PreTool("blocked by a PreToolUse hook: " + "\n".join(answer.blocks), args)
+    if answer.not_run:
+        return PreTool(f"refused: a PreToolUse hook could not run ({answer.not_run[0]})", args)
+    return PreTool(None, answer.updated_input or args, answer.decision, answer.reason)
+
+
+def decide(loop: AgentLoop, name: str, tool: Tool, pre: PreTool) -> Decision:
+    """The permission decision on a call, with what its PreToolUse hooks said: ``ask`` asks about a call
+    that would be allowed; ``allow`` allows one only the mode would ask about (a rule's deny or ask
+    stands, and so does a deny of the mode: plan, dontAsk)."""
+    permissions, workspace = loop.spec.permissions, loop.env.tools.workspace
+    decision = permissions.decide(name, pre.input, read_only=tool.read_only, workspace=workspace)
+    why = f": {pre.reason}" if pre.reason else ""
+    if pre.decision == "ask" and decision.verdict is Verdict.ALLOW:
+        return Decision(Verdict.ASK, f"a PreToolUse hook asks for approval{why}")
+    if pre.decision == "allow" and decision.verdict is Verdict.ASK:
+        rules_only = copy.copy(permissions)
+        rules_only.mode = Mode.BYPASS  # what the rules alone say: an ask now is a rule's
+        said = rules_only.decide(name, pre.input, read_only=tool.read_only, workspace=workspace)
+        if said.verdict is Verdict.ALLOW:
+            return Decision(Verdict.ALLOW, f"allowed by a PreToolUse hook{why}")
+    return decision
+
+
+async def post_tool(
+    loop: AgentLoop, call: Block, name: str, args: dict[str, Any], result: ToolResult
+) -> None:
+    """The ``PostToolUse`` hooks of a call that succeeded (as in Claude Code, not of one that failed):
+    what they say goes to the agent with the call's result."""
+    hooks = loop.env.hooks
+    if hooks is None or result.is_error:
+        return
+    response: dict[str, Any] = {"content": result.content, "success": True}
+    if isinstance(args.get("file_path"), str):
+        response["filePath"] = args["file_path"]
+    answer = await _fire(
+        loop, "PostToolUse", {**_about_call(call, name, args), "tool_response": response}, query=name,
+        call=call,
+    )  # fmt: skip
+    hooks.context += [f"PostToolUse hook feedback on {name} ({call['id']}):\n{b}" for b in answer.blocks]
+    hooks.context += _contexts("PostToolUse", answer)
+    if answer.stop is not None:
+        loop.stop(f"a PostToolUse hook stopped it: {answer.stop}")
+
+
+async def stop_blocked(loop: AgentLoop) -> bool:
+    """``Stop`` (the lead) or ``SubagentStop`` (any other agent) where the agent would end done: whether
+    a hook keeps it going (its words are then its next user turn)."""
+    hooks = loop.env.hooks
+    if hooks is None:
+        return False
+    event = "Stop" if hooks.kind == "lead" else "SubagentStop"
+    extra = {"stop_hook_active": hooks.continuations > 0, "last_assistant_message": loop.answer}
+    answer = await _fire(loop, event, extra, query=None if event == "Stop" else hooks.agent_type)
+    return await _goes_on(loop, event, answer)
+
+
+async def idle_blocked(loop: AgentLoop) -> bool:
+    """``TeammateIdle`` where a teammate would idle: whether a hook keeps it working."""
+    hooks = loop.env.hooks
+    if hooks is None or not loop.spec.persistent:
+        return False
+    answer = await _fire(loop, "TeammateIdle", {"teammate_name": hooks.name, "team_name": loop.spec.team})
+    if answer.stop is not None:
+        loop.stop(f"a TeammateIdle hook stopped it: {answer.stop}")
+        return False
+    return await _goes_on(loop, "TeammateIdle", answer)
+
+
+async def task_completing(loop: AgentLoop, task_id: int, subject: str, description: str) -> str | None:
+    """``TaskCompleted`` before the agent's task is marked done: why it must not be, or None."""
+    hooks = loop.env.hooks
+    if hooks is None:
+        return None
+    extra = {"task_id": str(task_id), "task_subject": subject, "task_description": description,
+             "teammate_name": hooks.name, "team_name": loop.spec.team}  # fmt: skip
+    answer = await _fire(loop, "TaskCompleted", extra)
+    hooks.context += _contexts("TaskCompleted", answer)
+    if answer.stop is not None:
+        loop.stop(f"a TaskCompleted hook stopped it: {answer.stop}")
+    if answer.blocks:
+        return "\n".join(answer.blocks)
+    return None
+
+
+async def _goes_on(loop: AgentLoop, event: str, answer: Answer) -> bool:
+    hooks = loop.env.hooks
+    assert hooks is not None
+    if not answer.blocks or answer.stop is not None:
+        hooks.continuations = 0
+        return False
+    if hooks.continuations >= MAX_CONTINUATIONS:
+        hooks.continuations = 0
+        note = f"{event} hooks kept it going {MAX_CONTINUATIONS} times in a row; it stops anyway"
+        await hooks.store.append_event(HOOK_EVENT, {"event": event, "outcome": "ignored", "note": note},
+                                       agent=hooks.name)  # fmt: skip
+        return False
+    hooks.continuations += 1
+    hooks.context.append(f"{event} hook feedback:\n" + "\n".join(answer.blocks))
+    return True
+
+
+def _about_call(call: Block, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_name": name, "tool_input": args, "tool_use_id": call["id"]}
+
+
+def _contexts(event: str, answer: Answer) -> list[str]:
+    return [f"{event} hook additional context:\n{text}" for text in answer.contexts]
+
+
+async def _fire(
+    loop: AgentLoop, event: str, extra: dict[str, Any], *, query: str | None = None, call: Block | None = None
+) -> Answer:
+    """Run the hooks of ``event`` that match ``query`` at once, journal each run, and combine them."""
+    hooks = loop.env.hooks
+    assert hooks is not None
+    matching = hooks.hooks.matching(event, query)
+    if not matching:
+        return Answer()
+    ctx = loop.env.tools
+    payload: dict[str, Any] = {
+        "session_id": hooks.store.run_id,
+        "transcript_path": "",
+        "cwd": str(ctx.workspace),
+        "permission_mode": str(loop.spec.permissions.mode),
+        "hook_event_name": event,
+    }
+    if hooks.kind != "lead":
+        payload |= {"agent_id": hooks.name, "agent_type": hooks.agent_type}
+    payload |= extra
+    try:
+        ran = await asyncio.gather(*(run_hook(hook, payload, ctx) for hook in matching))
+    finally:  # what the hooks made among the protected paths is moved out, even when the agent was stopped
+        await asyncio.shield(_protected_after(loop, event))
+    saids = [interpret(r, event) for r in ran]
+    for r, said in zip(ran, saids, strict=True):
+        data: dict[str, Any] = {
+            "event": event, "command": _brief(r.hook.command), "scope": r.hook.scope, "code": r.code,
+            "ms": r.ms, "outcome": said.outcome,
+        }  # fmt: skip
+        if call is not None:
+            data |= {"tool": extra["tool_name"], "tool_use_id": call["id"]}
+        if said.note:
+            data["note"] = _brief(said.note)
+        if said.updated_input is not None:
+            data["updated_input"] = True
+        await hooks.store.append_event(HOOK_EVENT, data, agent=hooks.name)
+    return combine(saids)
+
+
+async def _protected_after(loop: AgentLoop, event: str) -> None:
+    """Scan the workspace after the ``event`` hooks ran (``teamrt.sandbox.quarantine``): what they created
+    or changed among the protected paths is moved out, recorded by the guard, and told to the agent."""
+    hooks, ctx = loop.env.hooks, loop.env.tools
+    if ctx.guard is None or hooks is None:
+        return
+    moved = await ctx.guard.check(ctx.workspace, cause=f"{event} hooks", agent=hooks.name)
+    if moved:
+        hooks.context.append(describe(moved, f"the {event} hooks"))
+
+
+def _brief(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= COMMAND_CHARS else text[: COMMAND_CHARS - 3] + "..."

@@ -1,0 +1,1 @@
+"""What the tests share beyond fixtures: importable, so no test imports ``conftest``."""
