@@ -14,6 +14,7 @@ import string
 from datetime import UTC, datetime
 from pathlib import Path
 
+from teamrt.errors import UserError
 from teamrt.mailbox import check_name, is_name
 
 HOME_ENV = "TEAMRT_HOME"
@@ -24,7 +25,7 @@ DIR_MODE = 0o700
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
 
-class UnknownRun(LookupError):
+class UnknownRun(UserError, LookupError):
     """A run name with no run directory under the home."""
 
     def __init__(self, run: str, runs: Path, why: str | None = None) -> None:

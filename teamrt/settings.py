@@ -40,13 +40,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from teamrt.errors import UserError
+
 if TYPE_CHECKING:  # teamrt.models imports this module; the catalog is imported when a file is read
     from teamrt.models.catalog import ModelInfo
 
 SETTINGS_ENV = "TEAMRT_SETTINGS"
 
 
-class SettingsError(ValueError):
+class SettingsError(UserError, ValueError):
     """The settings file cannot be used; the message names the file and the problem."""
 
 

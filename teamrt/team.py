@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrt.agents import scan_definitions
+from teamrt.errors import UserError
 from teamrt.mailbox import is_name
 from teamrt.models.catalog import resolve
 from teamrt.models.registry import is_sim
@@ -182,7 +183,7 @@ class Team:
     """Hosts (``name`` or ``name:port``) on loopback or private addresses that HTTP MCP servers may be at."""
 
 
-class TeamFileError(ValueError):
+class TeamFileError(UserError, ValueError):
     """A team file that cannot be used; the message is one line, ``<path>: <problem>``."""
 
     def __init__(self, path: Path, problem: str) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from teamrt.agents.frontmatter import FrontMatterError, parse, split
 from teamrt.claudecode.paths import claude_home
+from teamrt.errors import UserError
 from teamrt.tools.names import LATER, canonical
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
@@ -139,7 +140,7 @@ class AgentScan:
         return (*self.notes, *self.skipped, *loaded)
 
 
-class DefinitionError(ValueError):
+class DefinitionError(UserError, ValueError):
     """A definition that cannot be used; the message is one line, ``<source>: <problem>``."""
 
     def __init__(self, source: str, problem: str) -> None:

@@ -20,13 +20,15 @@ from typing import Any
 
 import yaml
 
+from teamrt.errors import TeamrtError
+
 DELIMITER = "---"
 _KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?[ \t]*")
 _INDICATORS = tuple("[{\"'|>!&%@`")
 """Characters that give a YAML value a structure: a value starting with one is not taken as plain text."""
 
 
-class FrontMatterError(ValueError):
+class FrontMatterError(TeamrtError, ValueError):
     """Front matter that cannot be read; the message is the problem, without the file's name."""
 
 

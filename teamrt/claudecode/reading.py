@@ -15,8 +15,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from teamrt.errors import TeamrtError
 
-class DuplicateKey(ValueError):
+
+class DuplicateKey(TeamrtError, ValueError):
     """A JSON object names ``key`` twice; the message names the key, escaped (it may hold anything)."""
 
     def __init__(self, key: str) -> None:

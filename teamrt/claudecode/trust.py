@@ -46,6 +46,7 @@ from typing import Any
 
 from teamrt.claudecode.hooks import HookSet, SettingsSource, parse_hooks
 from teamrt.claudecode.settings import SettingsError, SettingsFile, read_settings_files
+from teamrt.errors import UserError
 from teamrt.settings import settings_path
 from teamrt.terminal import clean
 
@@ -54,7 +55,7 @@ REPOSITORY_SCOPES = ("project", "local")
 """The settings files whose hooks need the person's trust: those that come with the repository."""
 
 
-class TrustError(ValueError):
+class TrustError(UserError, ValueError):
     """The trust file cannot be read or written; the message is one line naming it."""
 
 

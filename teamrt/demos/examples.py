@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from teamrt.errors import UserError
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 """In a clone of teamrt, beside the package."""
 SKIPPED = ("__pycache__", "node_modules", "*.pyc", ".*")
@@ -21,7 +23,7 @@ IDENTITY = {
 }  # fmt: skip
 
 
-class ExamplesError(Exception):
+class ExamplesError(UserError):
     """Why an example cannot be prepared; one line for the user."""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrt import home
+from teamrt.errors import TeamrtError
 from teamrt.mailbox import Inbox, Mailbox, MailboxError, Message, UnknownRecipient, new_id, open_watcher
 from teamrt.mailbox.watcher import Watcher
 
@@ -44,7 +45,7 @@ INDENT = "   "
 Workers = dict[str, subprocess.Popen[bytes]]
 
 
-class DemoFailed(Exception):
+class DemoFailed(TeamrtError):
     """A step of the demo went wrong; the message says which and why."""
 
 

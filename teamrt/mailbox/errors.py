@@ -5,8 +5,10 @@ Each carries its facts in fields, so callers branch on fields, never on text.
 
 from __future__ import annotations
 
+from teamrt.errors import TeamrtError
 
-class MailboxError(Exception):
+
+class MailboxError(TeamrtError):
     """Base class for every mailbox error."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrt import faults
+from teamrt.errors import TeamrtError
 from teamrt.mailbox.errors import DuplicateId, MailboxError, UnsafePath
 from teamrt.mailbox.ids import new_id
 from teamrt.mailbox.message import MAX_MESSAGE_BYTES
@@ -43,7 +44,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TMP_ATTEMPTS = 5
 
 
-class BadFile(Exception):
+class BadFile(TeamrtError):
     """A file in a maildir that is not a well-formed message; it goes to ``bad/``."""
 
     def __init__(self, reason: str) -> None:

@@ -43,6 +43,7 @@ from typing import Any
 
 from teamrt.claudecode.paths import CONFIG_DIR_ENV, claude_home
 from teamrt.claudecode.reading import loads_json, read_head
+from teamrt.errors import UserError
 from teamrt.sandbox.bwrap import NEVER_PASSED
 
 MCP_JSON = ".mcp.json"
@@ -61,7 +62,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TEAM, LOCAL, PROJECT, USER, AGENT = "team", "local", "project", "user", "agent"
 
 
-class EntryError(ValueError):
+class EntryError(UserError, ValueError):
     """An entry that cannot be used; the message says why, without naming its file."""
 
 

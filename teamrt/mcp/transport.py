@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from teamrt.errors import TeamrtError
 from teamrt.mcp.config import ServerConfig
 from teamrt.procs import kill_group
 from teamrt.sandbox import limits as pidlimit
@@ -238,7 +239,7 @@ async def _stop(proc: anyio.abc.Process, process: Process) -> None:
         process.returncode = await proc.wait()
 
 
-class MessageTooLarge(Exception):
+class MessageTooLarge(TeamrtError):
     """A server's message (one line) over the transport's limit."""
 
 
@@ -292,7 +293,7 @@ MCP_RULE = (
 )
 
 
-class AddressRefused(ValueError):
+class AddressRefused(TeamrtError, ValueError):
     """An HTTP server's URL that teamrt does not connect to; the message says why, in one line."""
 
 

@@ -20,10 +20,12 @@ from dataclasses import dataclass, fields, replace
 from importlib import resources
 from typing import Any
 
+from teamrt.errors import UserError
+
 CATALOG_FILE = "catalog.toml"
 
 
-class CatalogError(ValueError):
+class CatalogError(UserError, ValueError):
     """A prices table cannot be used; the message names the table and the problem, on one line."""
 
 

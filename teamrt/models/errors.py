@@ -8,8 +8,10 @@ typed errors.
 
 from __future__ import annotations
 
+from teamrt.errors import TeamrtError, UserError
 
-class ModelError(Exception):
+
+class ModelError(TeamrtError):
     """A model call failed. ``status`` is the HTTP status (None without a response);
     ``error_type`` the API's ``error.type``; ``attempts`` how many times it was tried."""
 
@@ -29,7 +31,7 @@ class ModelError(Exception):
         self.attempts = attempts
 
 
-class ModelConfigError(ModelError):
+class ModelConfigError(ModelError, UserError):
     """The model cannot be used as configured; one line says what to set."""
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from teamrt.errors import UserError
 from teamrt.mailbox import MailboxError, is_name
 from teamrt.mailbox.message import preview
 from teamrt.models.catalog import SOURCE_DATE, ModelInfo
@@ -76,7 +77,7 @@ ARGUMENT_KEYS = ("command", "file_path", "path", "pattern", "to", "agent", "subj
 """The input that says what a call is about, by the first key present."""
 
 
-class RunsError(Exception):
+class RunsError(UserError):
     """A request about a run that cannot be met; its text is one line for the user."""
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from teamrt.errors import UserError
 from teamrt.mailbox import Mailbox, Message
 from teamrt.runtime.asking import USER
 from teamrt.store import RunRecord, owner_alive
@@ -31,7 +32,7 @@ ACK_WAIT_S = 5.0  # how long a sender waits for the owner on another host to tak
 MAX_REMOTE_BYTES = 1024 * 1024  # a message left in the database; the owner spills what is long
 
 
-class SteerError(Exception):
+class SteerError(UserError):
     """A message that cannot go, or that the owner refused; one line for the user, safe for a terminal
     (what it quotes of the database, an owner's host and its outcome, goes through ``clean_line``)."""
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from teamrt.errors import TeamrtError
 
-class BudgetExhausted(Exception):
+
+class BudgetExhausted(TeamrtError):
     """A call could overrun a budget; ``reason`` says which and by how much."""
 
     def __init__(self, reason: str) -> None:

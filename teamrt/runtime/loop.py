@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from teamrt import faults
+from teamrt.errors import TeamrtError
 from teamrt.mailbox import Message
 from teamrt.models import ModelError, ModelRequest, ModelResponse
 from teamrt.models.pricing import worst_cost_usd
@@ -46,7 +47,7 @@ ESTIMATE_MARGIN = 1.3
 """teamrt counts tokens approximately; a real model's count may be this much higher."""
 
 
-class ContextExhausted(Exception):
+class ContextExhausted(TeamrtError):
     pass
 
 

@@ -12,6 +12,7 @@ from teamrt.agents import AgentDefinition, AgentScan, role_name, scan_definition
 from teamrt.agents.definitions import BUILTIN
 from teamrt.claudecode.memory import Memory, load_memory
 from teamrt.claudecode.settings import ClaudeSettings, load_claude_settings
+from teamrt.errors import UserError
 from teamrt.mcp.config import McpConfig, mcp_config, mcp_notices
 from teamrt.models import Model, default_model, open_model
 from teamrt.models.catalog import resolve
@@ -33,15 +34,15 @@ from teamrt.worktree import GitRepo, Worktrees
 from teamrt.worktree.facts import on_branch, repo_of
 
 
-class NoPrompt(ValueError):
+class NoPrompt(UserError, ValueError):
     pass
 
 
-class UnknownAgent(ValueError):
+class UnknownAgent(UserError, ValueError):
     pass
 
 
-class BranchTaken(ValueError):
+class BranchTaken(UserError, ValueError):
     """The team file's integration branch exists already."""
 
 
@@ -286,7 +287,7 @@ async def run_team(
         store.close()
 
 
-class NotResumable(ValueError):
+class NotResumable(UserError, ValueError):
     """A run that exists but cannot be taken over: it ended, or no team was kept with it."""
 
 

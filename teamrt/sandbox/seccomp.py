@@ -47,6 +47,8 @@ import os
 import platform
 import tempfile
 
+from teamrt.errors import TeamrtError
+
 REFUSED = (
     # the kernel keyrings, shared with teamrt without a user namespace
     "keyctl", "add_key", "request_key",
@@ -108,7 +110,7 @@ _CMP_MASKED_EQ = 7
 _LOW32 = 0xFFFFFFFF
 
 
-class Unavailable(Exception):
+class Unavailable(TeamrtError):
     """No filter can be made here (libseccomp is missing or refused it); the message says why."""
 
 

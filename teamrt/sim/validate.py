@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from teamrt.errors import TeamrtError
 from teamrt.models.catalog import SIM_DEFAULT, ModelInfo, lookup, resolve
 from teamrt.models.tokens import message_blocks, request_tokens, system_blocks
 from teamrt.models.types import Block
@@ -56,7 +57,7 @@ _SEARCH_ERRORS = frozenset({"invalid_tool_input", "unavailable", "max_uses_excee
 _SERVER_BLOCKS = frozenset({"server_tool_use", "web_search_tool_result"})
 
 
-class SimInvalidRequest(ValueError):
+class SimInvalidRequest(TeamrtError, ValueError):
     status = 400
     error_type = "invalid_request_error"
 

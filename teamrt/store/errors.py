@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from teamrt.errors import TeamrtError
+
 
 def database_reason(error: Exception) -> str:
     """A database driver's error in one line: its first (PostgreSQL's psycopg adds hints below)."""
@@ -10,7 +12,7 @@ def database_reason(error: Exception) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
-class StoreError(Exception):
+class StoreError(TeamrtError):
     """Base class for every store error."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, select
 
+from teamrt.errors import UserError
 from teamrt.store import engine as eng
 from teamrt.store import tables as t
 from teamrt.store.errors import StoreError
@@ -34,7 +35,7 @@ _WIDTH = 20  # digits: the file keeps one size, so a write in place never leaves
 ACCEPT_LOSS = "--accept-loss"
 
 
-class StoreBehind(StoreError):
+class StoreBehind(StoreError, UserError):
     """A resume refused: the store lacks what the run's directory shows was committed or acknowledged.
 
     Its text is one line naming what is missing and how to go on anyway.

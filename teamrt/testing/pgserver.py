@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from teamrt.errors import TeamrtError
+
 PASSWORD = "teamrt-test"
 USER = "teamrt"
 START_TIMEOUT_S = 60.0
@@ -28,7 +30,7 @@ STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": sig
 """The signal ``pg_ctl stop -m <mode>`` sends the postmaster, by mode."""
 
 
-class NoServer(Exception):
+class NoServer(TeamrtError):
     """PostgreSQL's server binaries are not installed here."""
 
 

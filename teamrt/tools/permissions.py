@@ -88,6 +88,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from teamrt.errors import UserError
 from teamrt.tools.names import LATER, canonical
 from teamrt.tools.shell.parse import ShellSyntaxError, parse
 from teamrt.tools.shell.programs import Command, Reading, read
@@ -124,7 +125,7 @@ class Decision:
     """One line naming the rule or the mode that decided."""
 
 
-class RuleError(ValueError):
+class RuleError(UserError, ValueError):
     """A rule that does not parse: ``text`` is the rule as written, ``problem`` what is wrong."""
 
     def __init__(self, text: str, problem: str) -> None:

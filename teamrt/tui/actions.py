@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from teamrt.errors import TeamrtError
 from teamrt.runs import query as runs
 from teamrt.runs.steer import Sent
 from teamrt.store import StoreError
@@ -22,7 +23,7 @@ RESUME_TIMEOUT_S = 60.0
 Action = Callable[[], str]
 
 
-class ActionFailed(Exception):
+class ActionFailed(TeamrtError):
     """Why an action was not done, in one line."""
 
 

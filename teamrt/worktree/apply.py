@@ -31,6 +31,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from teamrt.errors import UserError
 from teamrt.store import AgentRecord, RunRecord
 from teamrt.terminal import clean
 from teamrt.worktree.branchcheck import Finding, check_range, index_flags
@@ -39,7 +40,7 @@ from teamrt.worktree.git import GitError, GitRepo, status_paths
 NOT_RUN = "(git hooks and repository-defined filters/drivers were not run; run your checks yourself)"
 
 
-class ApplyError(Exception):
+class ApplyError(UserError):
     """Why a run cannot be applied; one line for the user, nothing changed."""
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.parsers import expat
 
+from teamrt.errors import TeamrtError
+
 REPORT_NAME = "report.xml"
 RUNNER_NAME = "teamrt_unittest.py"
 REPORT_ENV = "TEAMRT_GATE_REPORT"
@@ -41,7 +43,7 @@ _PYTEST = re.compile(r"(?:^|[\s/;&|(`'\"])(?:pytest|py\.test)(?=$|[\s;&|)`'\"])|
 _UNITTEST = re.compile(r"(?<![\w.-])-m\s*unittest(?![\w.])")
 
 
-class ReportError(Exception):
+class ReportError(TeamrtError):
     """The report is missing, too large or not JUnit XML; the message says which, in one line."""
 
 

@@ -39,6 +39,8 @@ from typing import BinaryIO
 
 import git
 
+from teamrt.errors import TeamrtError
+
 PINNED = (
     "core.hooksPath=/dev/null",  # hooks: .git/hooks, or a (tracked) directory the repository names
     "core.fsmonitor=false",  # a program the repository may name, run on every index refresh
@@ -72,7 +74,7 @@ FULL_DISK = {"no space left on device": errno.ENOSPC, "disk quota exceeded": err
 """What git (and the C library under it) says when a write is refused for want of room, and its errno."""
 
 
-class GitError(Exception):
+class GitError(TeamrtError):
     """A git command that failed; the message is one line naming it, then git's own words."""
 
     def __init__(self, message: str, output: str = "") -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from teamrt import faults
+from teamrt.errors import TeamrtError
 from teamrt.sandbox.bwrap import Sandbox
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.sandbox.protect import protected_paths
@@ -62,11 +63,11 @@ RETRIED = "merge.retried"
 """The event of a merge made again because the integration branch moved under it."""
 
 
-class GatesRefused(Exception):
+class GatesRefused(TeamrtError):
     """The gates may not run: no bubblewrap, and the run did not opt in to unconfined commands."""
 
 
-class IntegrationMoved(Exception):
+class IntegrationMoved(TeamrtError):
     """The integration branch moved under every try of a merge: something outside the queue updates it.
     Not the agent's failure; its text is one line."""
 

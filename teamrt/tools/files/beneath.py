@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from teamrt.errors import TeamrtError
+
 MAX_HOPS = 40
 """Symlinks followed in one walk before it counts as a loop (Linux's own limit)."""
 MAX_DEPTH = 100
@@ -38,7 +40,7 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class Escape(Exception):
+class Escape(TeamrtError):
     """The path leads out of every root; ``path`` is where it leads."""
 
     def __init__(self, path: Path) -> None:

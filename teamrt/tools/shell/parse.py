@@ -27,8 +27,10 @@ from typing import Any
 
 import bashlex
 
+from teamrt.errors import TeamrtError
 
-class ShellSyntaxError(ValueError):
+
+class ShellSyntaxError(TeamrtError, ValueError):
     """Text the parser cannot read; ``reason`` says why."""
 
     def __init__(self, reason: str) -> None:
