@@ -20,6 +20,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check teamrt tests benchmarks
 	$(BIN)/ruff format --check teamrt tests benchmarks
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -45,4 +46,4 @@ mutants: $(STAMP)
 	$(BIN)/python benchmarks/mutants.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

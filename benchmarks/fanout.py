@@ -109,7 +109,7 @@ async def scenario(base: Path, mode: str) -> tuple[list[Usage], list[float]]:
             project=project, settings=Settings(), sim=sim,
         )  # fmt: skip
         created: dict[str, float] = {}
-        add = supervisor._add
+        add = supervisor.assembly.add
 
         async def timed_add(*args: Any, **kwargs: Any) -> Any:
             start = asyncio.get_running_loop().time()
@@ -119,7 +119,7 @@ async def scenario(base: Path, mode: str) -> tuple[list[Usage], list[float]]:
                 member.loop.spec.max_tokens = 64_000
             return member
 
-        supervisor._add = timed_add  # type: ignore[method-assign]
+        supervisor.assembly.add = timed_add  # type: ignore[method-assign]
         try:
             outcome = await supervisor.run(context_text())
             assert outcome.status == "done", outcome

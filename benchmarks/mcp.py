@@ -40,7 +40,7 @@ async def measure(calls: int) -> dict[str, Any]:
         config = parse_entry(
             "bench", {"command": sys.executable, "args": [str(SERVER)]}, scope="team", source="-"
         )
-        servers = McpServers(McpConfig({"bench": config}), ctx)
+        servers = McpServers(McpConfig({"bench": config}), ctx.confinement)
         began = time.perf_counter()
         await servers.prepare(["bench"])
         start_ms = (time.perf_counter() - began) * 1000

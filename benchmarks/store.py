@@ -44,8 +44,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from teamrt.events import EventKind
 from teamrt.store import NewEvent, Store, ToolUse, Usage, create_store
 from teamrt.store.engine import BUSY_TIMEOUT_MS, DB_ENV, DB_FILE
 from teamrt.testing.pgserver import NoServer, PgServer
@@ -108,7 +109,10 @@ def make_turn() -> Turn:
         cache_read_tokens=18_000 + n % 1000,
         cost_usd=0.0123,
     )
-    event = NewEvent("turn", {"seq_hint": n, "tools": ["read", "bash"], "stop_reason": "tool_use"})
+    # "turn": a kind no run records (the event is measured, not read); NewEvent takes an EventKind
+    event = NewEvent(
+        cast(EventKind, "turn"), {"seq_hint": n, "tools": ["read", "bash"], "stop_reason": "tool_use"}
+    )
     return Turn(content, usage, (read, bash), event)
 
 

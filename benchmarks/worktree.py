@@ -128,7 +128,7 @@ async def spawn_ms(repo_path: Path, base: Path) -> tuple[list[float], list[float
             project=repo_path, settings=Settings(), sim=sim, worktrees=worktrees,
         )  # fmt: skip
         created: dict[str, float] = {}
-        add = supervisor._add
+        add = supervisor.assembly.add
 
         async def timed_add(*args: Any, **kwargs: Any) -> Any:
             start = time.monotonic()  # the clock sim stamps its calls with
@@ -136,7 +136,7 @@ async def spawn_ms(repo_path: Path, base: Path) -> tuple[list[float], list[float
             created[member.name] = start
             return member
 
-        supervisor._add = timed_add  # type: ignore[method-assign]
+        supervisor.assembly.add = timed_add  # type: ignore[method-assign]
         try:
             outcome = await supervisor.run("bench")
             assert outcome.status == "done", outcome

@@ -44,16 +44,17 @@ def project_root(start: Path | None = None) -> Path:
     return start
 
 
-def home_path() -> Path:
-    """Where the home of all runs is, without creating it."""
+def home_path(project: Path | None = None) -> Path:
+    """Where the home of all runs is, without creating it (``project``: where the default home is looked
+    for, instead of the current directory)."""
     configured = os.environ.get(HOME_ENV)
-    return Path(configured).expanduser().resolve() if configured else project_root() / DEFAULT_HOME
+    return Path(configured).expanduser().resolve() if configured else project_root(project) / DEFAULT_HOME
 
 
-def teamrt_home() -> Path:
+def teamrt_home(project: Path | None = None) -> Path:
     """The home of all runs, created 0700; the default one is excluded from git."""
     configured = os.environ.get(HOME_ENV)
-    home = home_path()
+    home = home_path(project)
     home.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     os.chmod(home, DIR_MODE)
     if not configured:
@@ -68,19 +69,19 @@ def new_run_id() -> str:
     return f"{stamp}-{suffix}"
 
 
-def run_dir(run_id: str) -> Path:
+def run_dir(run_id: str, project: Path | None = None) -> Path:
     """``<home>/runs/<run>``, created 0700; raises InvalidName for a name that is not a run name."""
     check_name(run_id, "run")
-    runs = _private_dir(teamrt_home() / "runs")
+    runs = _private_dir(teamrt_home(project) / "runs")
     return _private_dir(runs / run_id)
 
 
-def runs_path() -> Path:
+def runs_path(project: Path | None = None) -> Path:
     """``<home>/runs``, without creating it."""
-    return home_path() / "runs"
+    return home_path(project) / "runs"
 
 
-def existing_run_dir(run_id: str) -> Path:
+def existing_run_dir(run_id: str, project: Path | None = None) -> Path:
     """``<home>/runs/<run>`` of a run that exists; raises UnknownRun. Creates nothing.
 
     With runs in a server database (``TEAMRT_DB``), a run of another host whose
@@ -88,25 +89,25 @@ def existing_run_dir(run_id: str) -> Path:
     returned though it does not exist, and whatever needs the directory (a
     resume, the mailbox) says so.
     """
-    runs = runs_path()
+    runs = runs_path(project)
     if not is_name(run_id):
         raise UnknownRun(run_id, runs)
-    if not (runs / run_id).is_dir() and not _in_server_database(run_id):
+    if not (runs / run_id).is_dir() and not _in_server_database(run_id, runs):
         raise UnknownRun(run_id, runs)
     return runs / run_id
 
 
-def sweep_leftovers(project: Path) -> list[str]:
-    """Before a run in ``project`` reads any configuration: what the agents of an earlier run killed before
-    its last scan left among the protected paths, moved to that run's quarantine
+def sweep_leftovers(project: Path, runs: Path) -> list[str]:
+    """Before a run in ``project`` reads any configuration: what the agents of an earlier run (kept in
+    ``runs``) killed before its last scan left among the protected paths, moved to that run's quarantine
     (``teamrt.sandbox.quarantine.sweep_leftovers``); a warning line each."""
     from teamrt.sandbox.quarantine import sweep_leftovers as sweep
     from teamrt.sandbox.quarantine import sweep_notices
 
-    return sweep_notices(sweep(project, runs_path()))
+    return sweep_notices(sweep(project, runs))
 
 
-def _in_server_database(run_id: str) -> bool:
+def _in_server_database(run_id: str, runs: Path) -> bool:
     from teamrt.store.engine import server_url
 
     url = server_url()
@@ -119,12 +120,12 @@ def _in_server_database(run_id: str) -> bool:
     from teamrt.store.errors import database_reason
 
     try:
-        open_reader(runs_path() / run_id, run_id).close()
+        open_reader(runs / run_id, run_id).close()
     except StoreError:
         return False
     except SQLAlchemyError as e:
         reason = database_reason(e)
-        raise UnknownRun(run_id, runs_path(), f"{describe(url)} cannot be read: {reason}") from None
+        raise UnknownRun(run_id, runs, f"{describe(url)} cannot be read: {reason}") from None
     return True
 
 

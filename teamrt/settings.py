@@ -28,7 +28,8 @@
 A model's fields are those of ``teamrt/models/catalog.toml``: the five prices, ``min_cache_tokens``,
 ``context_window``, ``max_output_tokens``, ``sampling``, ``source`` and a ``long_context`` table
 (``above_tokens`` and five prices). Setting a price drops the built-in long-context band unless the
-table gives its own.
+table gives its own. This module reads the ``[prices]`` tables as written; ``teamrt.models.pricing``
+checks them against the catalog (``settings_prices``), so that the settings know nothing of models.
 """
 
 from __future__ import annotations
@@ -38,12 +39,9 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teamrt.errors import UserError
-
-if TYPE_CHECKING:  # teamrt.models imports this module; the catalog is imported when a file is read
-    from teamrt.models.catalog import ModelInfo
 
 SETTINGS_ENV = "TEAMRT_SETTINGS"
 
@@ -74,8 +72,11 @@ class RunSettings:
 class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
     run: RunSettings = field(default_factory=RunSettings)
-    prices: dict[str, ModelInfo] = field(default_factory=dict)
-    """The settings' ``[prices]``, each laid over its built-in entry."""
+    prices: Any = field(default_factory=dict)
+    """The settings' ``[prices]`` as written: a table per model, checked and laid over its built-in entry
+    by ``teamrt.models.pricing.settings_prices``."""
+    path: Path | None = None
+    """The file read; None when there was none."""
 
 
 def settings_path() -> Path:
@@ -100,12 +101,13 @@ def load_settings(path: Path | None = None) -> Settings:
     run = _section(path, "run", raw.get("run", {}), RunSettings)
     if run.budget_usd <= 0:
         raise SettingsError(f"settings file {path}: [run] budget_usd must be above 0")
-    prices = _prices(path, raw.get("prices", {}), "settings file")
-    return Settings(model=model, run=run, prices=prices)
+    return Settings(model=model, run=run, prices=raw.get("prices", {}), path=path)
 
 
-def load_prices_file(path: Path) -> dict[str, ModelInfo]:
-    """A prices file (``teamrt show --prices``): ``[prices."<model>"]`` tables as in the settings file."""
+def read_prices_file(path: Path) -> Any:
+    """The ``[prices]`` of a prices file (``teamrt show --prices``), as written: ``[prices."<model>"]``
+    tables as in the settings file, and nothing else (``teamrt.models.pricing.load_prices_file`` checks
+    the tables)."""
     what = "prices file"
     try:
         raw = _read(path, what)
@@ -117,7 +119,7 @@ def load_prices_file(path: Path) -> dict[str, ModelInfo]:
         raise SettingsError(f"{what} {path}: unknown section {sorted(unknown)[0]!r} {only}")
     if not raw.get("prices"):
         raise SettingsError(f'{what} {path}: no [prices."<model>"] table')
-    return _prices(path, raw["prices"], what)
+    return raw["prices"]
 
 
 def _read(path: Path, what: str) -> dict[str, Any]:
@@ -126,15 +128,6 @@ def _read(path: Path, what: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SettingsError(f"{what} {path}: {e}") from e
-
-
-def _prices(path: Path, raw: Any, what: str) -> dict[str, ModelInfo]:
-    from teamrt.models.catalog import CATALOG, CatalogError, prices_table
-
-    try:
-        return prices_table("prices", raw, CATALOG, f"{what} {path}")
-    except CatalogError as e:
         raise SettingsError(f"{what} {path}: {e}") from e
 
 

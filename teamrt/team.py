@@ -88,16 +88,16 @@ from typing import Any
 
 from teamrt.agents import scan_definitions
 from teamrt.errors import UserError
+from teamrt.events import SUPERVISOR, USER
 from teamrt.mailbox import is_name
 from teamrt.models.catalog import resolve
 from teamrt.models.registry import is_sim
-from teamrt.runtime.asking import USER
 from teamrt.sandbox.policy import SandboxPolicy, WebPolicy
 from teamrt.tools.permissions import MODE_NAMES, Rule, RuleError
 
 MAX_DEPTH = 3  # the deepest spawns may nest below the lead (depth 0)
 LEAD = "lead"
-RESERVED = (USER, "supervisor")
+RESERVED = (USER, SUPERVISOR)
 """Role names that would let an agent pass for a person or for the supervisor in the mail."""
 ON_ASK = ("deny", "allow")
 
@@ -135,12 +135,12 @@ class Role:
     """The role name the lead spawns by (``reviewer``); ``lead`` for the lead."""
     agent: str
     """The agent definition it uses."""
-    model: str | None
+    model: str | None = None
     """None: the team's model."""
-    budget_tokens: int | None
-    budget_usd: float | None
-    max_turns: int | None
-    permission_mode: str | None
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
+    max_turns: int | None = None
+    permission_mode: str | None = None
     """None: the definition's."""
 
 

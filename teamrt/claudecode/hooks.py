@@ -33,8 +33,8 @@ from typing import Any, Protocol
 from teamrt.procs import kill_group
 from teamrt.sandbox import limits as pidlimit
 from teamrt.sandbox.bwrap import Sandbox, default_sandbox
+from teamrt.sandbox.confinement import Confinement
 from teamrt.tools import names
-from teamrt.tools.base import ToolContext
 
 EVENTS = (
     "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop", "SessionStart", "TeammateIdle",
@@ -238,10 +238,10 @@ class Ran:
 
 
 async def run_hook(
-    hook: Hook, payload: Mapping[str, Any], ctx: ToolContext, *, sandbox: Sandbox | None = None
+    hook: Hook, payload: Mapping[str, Any], ctx: Confinement, *, sandbox: Sandbox | None = None
 ) -> Ran:
-    """Run ``hook`` with ``payload`` as JSON on stdin, in ``ctx``'s sandbox and workspace, in a process
-    group of its own that is killed when it ends, times out, or the caller is cancelled."""
+    """Run ``hook`` with ``payload`` as JSON on stdin, confined as ``ctx`` says, in its workspace, in a
+    process group of its own that is killed when it ends, times out, or the caller is cancelled."""
     began = time.monotonic()
     sandbox = sandbox or default_sandbox()
     refusal = sandbox.refusal(ctx.policy)

@@ -32,7 +32,6 @@ The record lives beside teamrt's settings file, outside every repository::
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
@@ -42,10 +41,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from teamrt.claudecode.hooks import HookSet, SettingsSource, parse_hooks
-from teamrt.claudecode.settings import SettingsError, SettingsFile, read_settings_files
+from teamrt.claudecode.hooks import SettingsSource
 from teamrt.errors import UserError
 from teamrt.settings import settings_path
 from teamrt.terminal import clean
@@ -53,6 +51,15 @@ from teamrt.terminal import clean
 TRUST_FILE = "trusted.json"
 REPOSITORY_SCOPES = ("project", "local")
 """The settings files whose hooks need the person's trust: those that come with the repository."""
+
+
+class RepositoryFile(SettingsSource, Protocol):
+    """A settings file read that knows whether it came with the repository
+    (``teamrt.claudecode.settings.SettingsFile``; a protocol, as settings.py asks this module whether its
+    allow rules are trusted)."""
+
+    @property
+    def repository(self) -> bool: ...
 
 
 class TrustError(UserError, ValueError):
@@ -88,14 +95,14 @@ def hooks_digest(files: Sequence[SettingsSource]) -> str | None:
     return _sha256(written)
 
 
-def allow_digest(files: Sequence[SettingsFile]) -> str | None:
+def allow_digest(files: Sequence[RepositoryFile]) -> str | None:
     """The hash of the ``permissions.allow`` rules of the settings files that came with the repository
     (``SettingsFile.repository``), as written; None when they have none."""
     written = {f.scope: rules for f in files if f.repository and (rules := repository_allow(f))}
     return _sha256(written) if written else None
 
 
-def repository_allow(file: SettingsFile) -> list[Any]:
+def repository_allow(file: RepositoryFile) -> list[Any]:
     """The ``permissions.allow`` list of a settings file as written ([] when it has none)."""
     permissions = file.data.get("permissions")
     allow = permissions.get("allow") if isinstance(permissions, dict) else None
@@ -197,39 +204,7 @@ def _write(projects: dict[str, Trusted]) -> None:
         raise TrustError(f"trust file {path}: {e.strerror or e}") from None
 
 
-def trust_state(entry: Trusted) -> str:
-    """Whether a recorded trust holds now: ``in force`` (the hooks are as trusted), ``lapsed`` (they
-    changed, so they do not run), ``no hooks now``, ``project gone`` or ``unreadable: <why>``; then the
-    same of its MCP servers, after ``; MCP servers``."""
-    from teamrt.agents import load_definitions
-    from teamrt.mcp.config import repository_servers
-
-    project = Path(entry.project)
-    if not project.is_dir():
-        return "project gone"
-    try:
-        files = read_settings_files(project)
-        digest = hooks_digest(files)
-    except SettingsError as e:
-        return f"unreadable: {e}"
-    hooks = "no hooks now" if digest is None else "in force" if digest == entry.hooks_sha256 else "lapsed"
-    mcp = mcp_digest(repository_servers(project, load_definitions(project).values(), []))
-    state = hooks
-    if mcp is not None or entry.mcp_sha256 is not None:
-        state += f"; MCP servers {_state(mcp, entry.mcp_sha256)}"
-    allow = allow_digest(files)
-    if allow is not None or entry.allow_sha256 is not None:
-        state += f"; allow rules {_state(allow, entry.allow_sha256)}"
-    return state
-
-
-def _state(now: str | None, trusted: str | None) -> str:
-    if now is None:
-        return "none now"
-    return "not trusted" if trusted is None else "in force" if now == trusted else "lapsed"
-
-
-_CONTROL = re.compile(
+CONTROL = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufff9-\ufffb]"
 )
 """What ``visible`` writes as an escape: C0 but newline and tab, DEL, C1, line separators, bidi marks."""
@@ -239,57 +214,4 @@ def visible(text: str) -> str:
     """``text`` with every control character written as its escape (``\\x1b``, ``\\u202e``), then through
     ``teamrt.terminal.clean``: what the person reads is every character that runs, none of them acting
     on the terminal."""
-    return clean(_CONTROL.sub(lambda m: ascii(m.group())[1:-1], text))
-
-
-def every_hook(files: Sequence[SettingsFile]) -> HookSet:
-    """The hooks of ``files`` as ``parse_hooks`` reads them, but with ``disableAllHooks`` ignored: what
-    ``teamrt trust`` shows must be every hook its hash covers, not only those on now (a later change to
-    ``disableAllHooks`` alone would otherwise turn on hooks no one was shown)."""
-    return parse_hooks(
-        [
-            dataclasses.replace(f, data={k: v for k, v in f.data.items() if k != "disableAllHooks"})
-            for f in files
-        ]
-    )
-
-
-def trust_report(
-    project: Path, files: Sequence[SettingsFile], hooks: HookSet, servers: Mapping[str, Any]
-) -> list[str]:
-    """What ``teamrt trust`` would trust in ``project``, a line each, shown before it records anything:
-    the repository's hooks with their exact commands, its MCP servers' entries as written, and its
-    settings' allow rules. Empty when there is nothing to trust."""
-    lines: list[str] = []
-    controls: list[bool] = []
-
-    def show(text: str) -> str:
-        controls.append(_CONTROL.search(text) is not None)
-        return visible(text)
-
-    where = visible(str(project))
-    repository_hooks = hooks.scoped(*REPOSITORY_SCOPES).hooks
-    if repository_hooks:
-        lines.append(f"The hooks of {where}, which would run in its runs:")
-        for hook in repository_hooks:
-            on = f" [{show(hook.matcher)}]" if hook.matcher else ""
-            command = "\n    ".join(show(hook.command.strip()).splitlines())
-            lines.append(f"  {hook.event}{on} ({hook.scope}): {command}")
-    entries = [(name, place, server) for place, kept in servers.items()
-               for written in (kept if isinstance(kept, list) else [kept]) if isinstance(written, dict)
-               for name, server in written.items()]  # fmt: skip
-    if entries:
-        lines.append(f"The MCP servers of {where}, which could start in its runs:")
-        for name, place, server in entries:
-            entry = show(json.dumps(server, ensure_ascii=False, sort_keys=True))
-            lines.append(f"  {show(str(name))} ({show(place)}): {entry}")
-    allowing = [(f.scope, rule) for f in files if f.repository for rule in repository_allow(f)]
-    if allowing:
-        lines.append(f"The allow rules of {where}'s settings, which would grant their permission:")
-        lines += [f"  {show(json.dumps(rule, ensure_ascii=False))} ({scope})" for scope, rule in allowing]
-    if any(controls):
-        lines.append(
-            "Note: some of the above hold control characters (escape sequences, bidi overrides), written"
-            " here as \\x.. or \\u....: read them with care"
-        )
-    return lines
+    return clean(CONTROL.sub(lambda m: ascii(m.group())[1:-1], text))

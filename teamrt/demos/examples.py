@@ -13,7 +13,7 @@ from pathlib import Path
 
 from teamrt.errors import UserError
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 """In a clone of teamrt, beside the package."""
 SKIPPED = ("__pycache__", "node_modules", "*.pyc", ".*")
 MAX_TREE_FILES = 3_000

@@ -29,6 +29,7 @@ from teamrt.demos import webpages
 from teamrt.demos.examples import coding_repo, copy_tree, team_file
 from teamrt.runs import progress
 from teamrt.runs import query as runs
+from teamrt.runs.render import agent_tree, money, table
 from teamrt.runtime.teamrun import Choices, RunSummary, run_team, team_from_file
 from teamrt.store import AgentRecord, StoreReader
 from teamrt.team import Team
@@ -155,14 +156,14 @@ def run_table(reader: StoreReader, seconds: float) -> list[str]:
     rows = [
         ("AGENT", "KIND", "ROLE", "STATUS", "TURNS", "MAIL IN", "MAIL OUT", "TOKENS", "CACHE READ", "COST")
     ]
-    for agent, depth in runs.agent_tree(agents):
+    for agent, depth in agent_tree(agents):
         turns = sum(t.role == "assistant" for t in reader.turns(agent.name))
         received = sum(m.agent == agent.name for m in mail)
         sent = sum(m.sender == agent.name for m in mail)
         rows.append((
             "  " * depth + agent.name, agent.kind, agent.role or "", agent.status, str(turns), str(received),
             str(sent), f"{agent.usage.total_tokens:,}", f"{_cache_share(agent):.0%}",
-            runs.money(agent.usage.cost_usd, True),
+            money(agent.usage.cost_usd, True),
         ))  # fmt: skip
     run = reader.run()
     kinds: dict[str, int] = {}
@@ -172,10 +173,10 @@ def run_table(reader: StoreReader, seconds: float) -> list[str]:
     usage = run.usage
     prompt = usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
     return [
-        *runs.table(rows, right=(4, 5, 6, 7, 8, 9)),
+        *table(rows, right=(4, 5, 6, 7, 8, 9)),
         "agents by kind: " + ", ".join(_count(n, k) for k, n in kinds.items()),
         f"tokens: {usage.total_tokens:,} ({usage.cache_read_tokens / prompt if prompt else 0:.0%} of the"
-        f" input read from cache); cost {runs.money(usage.cost_usd, True)}; {len(mail)} messages;"
+        f" input read from cache); cost {money(usage.cost_usd, True)}; {len(mail)} messages;"
         f" {len(merged)} merged commits; wall time {seconds:.1f} s",
     ]
 

@@ -5,11 +5,12 @@ Each carries its facts in fields, so callers branch on fields, never on text.
 
 from __future__ import annotations
 
-from teamrt.errors import TeamrtError
+from teamrt.errors import UserError
 
 
-class MailboxError(TeamrtError):
-    """Base class for every mailbox error."""
+class MailboxError(UserError):
+    """Base class for every mailbox error: each names a file, a name or a message the person can see to,
+    in one line (the CLI tells every one so)."""
 
 
 class InvalidName(MailboxError, ValueError):

@@ -13,9 +13,9 @@ from typing import Any
 from teamrt.mcp.config import McpConfig, ServerConfig
 from teamrt.mcp.servers import EXITED, FAILED, PROCESS, STARTED, STOPPED, McpServers
 from teamrt.procs import is_running
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.terminal import clean, clean_line
-from teamrt.tools.base import ToolContext
 
 STATES = (STARTED, FAILED, EXITED, STOPPED)
 LIST_TIMEOUT = 30.0
@@ -70,7 +70,7 @@ def state_in_run(name: str, events: Sequence[Any]) -> str:
     )
 
 
-def list_tools(config: McpConfig, ctx: ToolContext) -> dict[str, list[str]]:
+def list_tools(config: McpConfig, ctx: Confinement) -> dict[str, list[str]]:
     """Start every server that may start, list its tools, stop it: each server's tool lines."""
 
     async def go() -> dict[str, list[str]]:
@@ -97,12 +97,12 @@ def list_tools(config: McpConfig, ctx: ToolContext) -> dict[str, list[str]]:
     return asyncio.run(go())
 
 
-def listing_context(project: Path, run_dir: Path, policy: SandboxPolicy | None) -> ToolContext:
+def listing_context(project: Path, run_dir: Path, policy: SandboxPolicy | None) -> Confinement:
     """Where ``teamrt mcp --tools`` starts stdio servers: the project, under ``policy`` (the team's)."""
     from teamrt.sandbox.protect import protected_paths
 
     protected = protected_paths((project,), home=run_dir.parent.parent)
-    return ToolContext(
+    return Confinement(
         workspace=project, run_dir=run_dir, protected=protected, policy=policy or SandboxPolicy()
     )
 

@@ -24,32 +24,34 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from teamrt.events import EventKind
 from teamrt.mcp.config import McpConfig, ServerConfig
 from teamrt.mcp.tools import McpTool, adapt, result_of
 from teamrt.mcp.transport import MAX_MESSAGE_BYTES, Process, transport_for
 from teamrt.procs import is_running, kill_group, process_start_time
 from teamrt.sandbox.bwrap import Sandbox, default_sandbox
-from teamrt.sandbox.quarantine import describe
-from teamrt.tools.base import ToolContext, ToolError, ToolResult
+from teamrt.sandbox.confinement import Confinement
+from teamrt.sandbox.quarantine import Guard, describe
+from teamrt.tools.base import ToolError, ToolResult
 
 if TYPE_CHECKING:
     from teamrt.store import EventRecord, Store
 
-PROCESS = "mcp.process"
+PROCESS: Final = "mcp.process"
 """``{"server", "pid", "start_time"}``: a stdio server's process started (journaled before any message)."""
-STARTED = "mcp.started"
+STARTED: Final = "mcp.started"
 """``{"server", "transport", "pid", "attempt", "tools"}``: a server started and listed its tools."""
-FAILED = "mcp.failed"
+FAILED: Final = "mcp.failed"
 """``{"server", "error"}``: a server could not start; its tools are not offered."""
-EXITED = "mcp.exited"
+EXITED: Final = "mcp.exited"
 """``{"server", "how", "restart"}``: a running server died."""
-STOPPED = "mcp.stopped"
+STOPPED: Final = "mcp.stopped"
 """``{"server"}``: a server stopped with the run."""
-REFUSED = "mcp.refused"
+REFUSED: Final = "mcp.refused"
 """``{"server", "problems"}``: tools a server listed that are not offered, a line each."""
-NOTICE = "mcp.notice"
+NOTICE: Final = "mcp.notice"
 """``{"note"}``: an MCP configuration problem, or a server of the repository that does not start."""
 START_TIMEOUT = 30.0
 """Seconds a server has to start and list its tools (``MCP_TIMEOUT``, in milliseconds, as Claude Code)."""
@@ -82,13 +84,15 @@ class _Server:
 
 class McpServers:
     """The MCP servers of one run. ``ctx``: where stdio servers run (the project, the run's sandbox policy);
+    ``guard``: the run's check of protected paths, which scans the project after each call (None: none);
     ``store``: where their starts and ends are journaled (None: not journaled, as ``teamrt mcp`` lists)."""
 
     def __init__(
         self,
         config: McpConfig,
-        ctx: ToolContext,
+        ctx: Confinement,
         *,
+        guard: Guard | None = None,
         store: Store | None = None,
         sandbox: Sandbox | None = None,
         start_timeout: float = START_TIMEOUT,
@@ -96,6 +100,7 @@ class McpServers:
     ) -> None:
         self.config = config
         self._ctx = ctx
+        self._guard = guard
         self._store = store
         self._sandbox = sandbox or default_sandbox()
         self._start_timeout = start_timeout
@@ -176,7 +181,7 @@ class McpServers:
 
     async def _protected_after(self, cause: str) -> str | None:
         """Scan the servers' workspace after ``cause``: the note on what was moved out, or None."""
-        guard = self._ctx.guard
+        guard = self._guard
         if guard is None:
             return None
         moved = await guard.check(self._ctx.workspace, cause=cause)
@@ -350,7 +355,7 @@ class McpServers:
             server.tools = []
         await self._journal(FAILED, {"server": server.config.name, "error": error})
 
-    async def _journal(self, kind: str, data: dict[str, Any]) -> None:
+    async def _journal(self, kind: EventKind, data: dict[str, Any]) -> None:
         if self._store is not None:
             await self._store.append_event(kind, data)
 

@@ -36,7 +36,8 @@ from teamrt.mcp.config import ServerConfig
 from teamrt.procs import kill_group
 from teamrt.sandbox import limits as pidlimit
 from teamrt.sandbox.bwrap import Sandbox
-from teamrt.tools.base import ToolContext, ToolError
+from teamrt.sandbox.confinement import Confinement
+from teamrt.tools.base import ToolError
 from teamrt.tools.web.address import IPAddress, Target, resolve, target
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class Process:
         return f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
 
 
-def program_files(config: ServerConfig, ctx: ToolContext) -> tuple[Path, ...]:
+def program_files(config: ServerConfig, ctx: Confinement) -> tuple[Path, ...]:
     """The server's own program, shown read-only in its sandbox even where the sandbox hides everything
     (your home, ``/tmp``). Only for a server of the person's own (a repository's sees what every command
     sees: its program belongs in the project), and only its command when written as an absolute path, and
@@ -104,7 +105,7 @@ def program_files(config: ServerConfig, ctx: ToolContext) -> tuple[Path, ...]:
     return tuple(Path(p) for p in named if _own_program(p, ctx))
 
 
-def _own_program(path: str, ctx: ToolContext) -> bool:
+def _own_program(path: str, ctx: Confinement) -> bool:
     """Whether ``path`` may be shown as a server's program (see ``program_files``)."""
     if not os.path.isabs(path):
         return False
@@ -132,13 +133,13 @@ def argv(config: ServerConfig) -> str:
 @contextlib.asynccontextmanager
 async def stdio_transport(
     config: ServerConfig,
-    ctx: ToolContext,
+    ctx: Confinement,
     sandbox: Sandbox,
     process: Process,
     on_started: OnStarted,
     max_message: int = MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[TransportStreams]:
-    """Start ``config``'s server in ``ctx``'s sandbox and workspace, its own process group, with the
+    """Start ``config``'s server confined as ``ctx`` says, in its workspace, its own process group, with the
     allowlisted environment and its configured ``env``; yield the SDK's message streams. On exit, close
     its stdin, give it ``EXIT_GRACE`` seconds, then kill its group. A message over ``max_message`` bytes
     kills it: ``process.broken`` says so, and the session sees the connection end."""
@@ -382,7 +383,7 @@ async def http_transport(
 
 def transport_for(
     config: ServerConfig,
-    ctx: ToolContext,
+    ctx: Confinement,
     sandbox: Sandbox,
     process: Process,
     on_started: OnStarted,

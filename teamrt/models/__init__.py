@@ -22,7 +22,7 @@ from teamrt.models.errors import (
     ScriptError,
     UnknownModel,
 )
-from teamrt.models.pricing import cost_for, cost_usd, with_overrides
+from teamrt.models.pricing import cost_for, cost_usd, price_table, with_overrides
 from teamrt.models.registry import default_model, is_sim, open_model
 from teamrt.models.reply import Reply
 from teamrt.models.scripted import ScriptedModel
@@ -64,5 +64,6 @@ __all__ = [
     "is_sim",
     "lookup",
     "open_model",
+    "price_table",
     "with_overrides",
 ]

@@ -1,15 +1,19 @@
-"""The cost of a call, from its usage and the model's prices."""
+"""The cost of a call, from its usage and the model's prices; and the prices a settings or prices file
+lays over the catalog, checked."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
-from teamrt.models.catalog import CATALOG, ModelInfo, Price, lookup
+from teamrt.models.catalog import CATALOG, CatalogError, ModelInfo, Price, lookup, prices_table
 from teamrt.models.catalog import (
     DEFAULT_MIN_CACHE_TOKENS as DEFAULT_MIN_CACHE_TOKENS,  # the simulator imports it here
 )
 from teamrt.models.types import Usage
+from teamrt.settings import Settings, SettingsError, read_prices_file
 
 WEB_SEARCH_USD = 10 / 1000
 """The price of one search by the API's web search tool ($10 per 1,000, on every model), on top of the
@@ -32,6 +36,29 @@ def with_overrides(prices: Mapping[str, ModelInfo | Price]) -> dict[str, ModelIn
         else:
             table[model] = replace(known, price=given, long_context_from=None, long_context_price=None)
     return table
+
+
+def settings_prices(settings: Settings) -> dict[str, ModelInfo]:
+    """The settings' ``[prices]``, each model laid over its built-in entry; raises ``SettingsError``, naming
+    the file, for a table the catalog cannot take."""
+    return _checked(settings.prices, f"settings file {settings.path}")
+
+
+def price_table(settings: Settings) -> dict[str, ModelInfo]:
+    """The catalog with the settings' ``[prices]`` laid over it: the prices a run bills by."""
+    return with_overrides(settings_prices(settings))
+
+
+def load_prices_file(path: Path) -> dict[str, ModelInfo]:
+    """A prices file (``teamrt show --prices``): ``[prices."<model>"]`` tables as in the settings file."""
+    return _checked(read_prices_file(path), f"prices file {path}")
+
+
+def _checked(raw: Any, source: str) -> dict[str, ModelInfo]:
+    try:
+        return prices_table("prices", raw, CATALOG, source)
+    except CatalogError as e:
+        raise SettingsError(f"{source}: {e}") from e
 
 
 def cost_usd(usage: Usage, info: ModelInfo) -> float:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from teamrt.models.catalog import DEFAULT_MODEL, lookup, resolve, suggest
 from teamrt.models.errors import MissingAPIKey, NoModel, UnknownModel
-from teamrt.models.pricing import with_overrides
+from teamrt.models.pricing import price_table
 from teamrt.models.types import Model
 from teamrt.settings import Settings, load_settings
 
@@ -55,7 +55,7 @@ def default_model(settings: Settings | None = None) -> str:
 def open_model(name: str, *, settings: Settings | None = None, sim: SimServer | None = None) -> Model:
     """The ``Model`` for ``name``; raises a ``ModelConfigError`` with one line saying what to set."""
     settings = load_settings() if settings is None else settings
-    prices = with_overrides(settings.prices)
+    prices = price_table(settings)
     name = resolve(name)
     if name == "scripted":
         raise UnknownModel("the scripted model exists only inside tests (teamrt.models.ScriptedModel)")

@@ -18,6 +18,7 @@ from typing import Any
 
 from teamrt.runs import query as runs
 from teamrt.runs.query import RunsError
+from teamrt.runs.render import describe_call, iso_time
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.store import EventRecord, RunNotFound, StoreError
 from teamrt.store.engine import is_postgres, server_url
@@ -51,7 +52,7 @@ def event_json(event: EventRecord, started: float) -> str:
     nothing a terminal would act on (``clean_json``: the same values, escaped)."""
     said = {
         "id": event.id,
-        "at": runs.iso_time(event.at),
+        "at": iso_time(event.at),
         "elapsed_s": round(max(0.0, event.at - started), 3),
         "agent": event.agent,
         "kind": event.kind,
@@ -193,9 +194,7 @@ def _control(data: dict[str, Any]) -> str:
 
 def _ask(data: dict[str, Any]) -> str:
     tool_input = data.get("input")
-    call = runs.describe_call(
-        _text(data.get("tool", "?")), tool_input if isinstance(tool_input, dict) else {}
-    )
+    call = describe_call(_text(data.get("tool", "?")), tool_input if isinstance(tool_input, dict) else {})
     wait = data.get("wait_s")
     waits = f"; waits {wait:g}s for an answer" if isinstance(wait, int | float) and wait > 0 else ""
     return f"{_text(data.get('id', '?'))} {call} ({_text(data.get('reason', '?'))}){waits}"

@@ -1,4 +1,4 @@
-"""Where a person's message to a run goes: its mailbox on this host, or the database for another host.
+"""How a person acts on a run from outside: ``send``, ``stop`` and ``answer``, by mail as ``user``.
 
 ``teamrt send``, ``stop`` and ``answer`` (and the TUI's actions) post mail as
 ``user``. On the run's own host it is delivered into the run's mailbox, where
@@ -7,7 +7,8 @@ and its owner is another host (or its directory is not here at all), a
 mailbox write would never wake that owner (inotify does not see another
 machine's writes to shared storage), so the message is left in the
 database instead (``store.steering``): the owner is woken by NOTIFY,
-delivers it into its mailbox and acknowledges it, which this side waits for.
+delivers it into its mailbox and acknowledges it, which this side waits for;
+``describe`` says which way a message went.
 """
 
 from __future__ import annotations
@@ -17,10 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from teamrt.errors import UserError
-from teamrt.mailbox import Mailbox, Message
-from teamrt.runtime.asking import USER
-from teamrt.store import RunRecord, owner_alive
+from teamrt.events import SUPERVISOR, USER
+from teamrt.mailbox import Mailbox, MailboxError, Message
+from teamrt.mailbox.message import preview
+from teamrt.runs.query import (
+    CRASHED,
+    LIVE_AGENT,
+    OWNED,
+    RunsError,
+    reading,
+    run_status,
+    unreadable,
+)
+from teamrt.runs.render import clip, describe_call
+from teamrt.runtime.asking import ANSWERED, ASK
+from teamrt.store import RunRecord, owner_alive, steering
 from teamrt.store.engine import server_url
 from teamrt.store.notify import ACKS, Listener
 from teamrt.store.ownership import host_identity
@@ -28,6 +43,7 @@ from teamrt.terminal import clean_line
 
 MAILBOX_DIR = "mailbox"
 SPILL_DIR = "spill"
+SUMMARY_CHARS = 80
 ACK_WAIT_S = 5.0  # how long a sender waits for the owner on another host to take its message
 MAX_REMOTE_BYTES = 1024 * 1024  # a message left in the database; the owner spills what is long
 
@@ -73,8 +89,6 @@ def post(run_dir: Path, run: RunRecord, *, recipient: str, body: str, register: 
 
 
 def _leave(run: RunRecord, msg: Message) -> Sent:
-    from teamrt.store import steering
-
     url = server_url()
     assert url is not None
     size = len(msg.encode())
@@ -106,3 +120,127 @@ def _leave(run: RunRecord, msg: Message) -> Sent:
             acks.wait(left)
     finally:
         acks.close()
+
+
+def describe(sent: Sent) -> str | None:
+    """How a message that went through the database to a run on another host fares, in one line; None
+    for one delivered into the mailbox here."""
+    if not sent.through_database:
+        return None
+    run_id = sent.message.run
+    if sent.owner_host is None:
+        return f"left in the database for run {run_id!r}, which has no live owner: a resume delivers it"
+    if sent.taken:
+        return f"delivered through the database to its owner on {sent.owner_host}"
+    return (
+        f"left in the database for run {run_id!r}; its owner on {sent.owner_host} has not taken it"
+        " yet (it will when it reads again)"
+    )
+
+
+# -- send and stop -------------------------------------------------------------
+
+
+def send(run_dir: Path, run_id: str, agent: str, text: str) -> tuple[Sent, str]:
+    """Deliver ``text`` from the user to ``agent`` (see ``post``); returns it and the run's status."""
+    if not text.strip():
+        raise RunsError("the message is empty; nothing was sent")
+    with reading(run_dir, run_id) as reader:
+        run = reader.run()
+        names = [a.name for a in reader.agents()]
+    if agent not in names:
+        raise RunsError(_no_agent(run_id, agent, names))
+    root = run_dir / MAILBOX_DIR
+    if not elsewhere(run_dir, run) and not (root / agent).is_dir():
+        raise RunsError(f"agent {agent!r} of run {run_id!r} has no mailbox at {root / agent}")
+    sent = _post(run_dir, run, recipient=agent, body=text, summary=preview(text, SUMMARY_CHARS))
+    return sent, run_status(run)
+
+
+def stop(run_dir: Path, run_id: str, agent: str | None) -> tuple[Sent, bool]:
+    """Ask the run's supervisor to stop the run, or one agent, by a ``control`` message.
+
+    Refused unless the run is live. Returns the message and whether the
+    supervisor's mailbox had to be created (then no supervisor has read it yet).
+    """
+    with reading(run_dir, run_id) as reader:
+        run = reader.run()
+        agents = {a.name: a for a in reader.agents()}
+    status = run_status(run)
+    if status == CRASHED:
+        raise RunsError(f"run {run_id!r} crashed; resume it with teamrt resume {run_id}")
+    if status not in OWNED:  # a not responding owner reads the mail when it goes on
+        raise RunsError(f"run {run_id!r} is {status}; there is nothing to stop")
+    if agent is not None:
+        record = agents.get(agent)
+        if record is None:
+            raise RunsError(_no_agent(run_id, agent, list(agents)))
+        if record.status not in LIVE_AGENT:
+            raise RunsError(f"agent {agent!r} of run {run_id!r} is {record.status}; there is nothing to stop")
+    created = not elsewhere(run_dir, run) and not (run_dir / MAILBOX_DIR / SUPERVISOR).is_dir()
+    sent = _post(
+        run_dir, run, recipient=SUPERVISOR, register=True, kind="control",
+        body=f"stop agent {agent}" if agent else "stop the run", data={"action": "stop", "agent": agent},
+    )  # fmt: skip
+    return sent, created
+
+
+def _post(run_dir: Path, run: RunRecord, **fields: Any) -> Sent:
+    """``post``, its every failure one line: a refusal, a message mail cannot carry, a database
+    out of reach."""
+    try:
+        return post(run_dir, run, **fields)
+    except (SteerError, MailboxError) as e:
+        raise RunsError(str(e)) from None
+    except SQLAlchemyError as e:
+        raise unreadable(run.id, e) from None
+
+
+# -- permission asks ------------------------------------------------------------------
+
+
+def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | None = None) -> Sent:
+    """Answer the waiting ask ``ask_id`` by a ``control`` message to the run's supervisor, as the user.
+
+    Refused unless the run is live and the ask waits. The answer counts only if
+    it reaches the supervisor before the ask's wait runs out (then the run's
+    policy has answered, and the ``ask.answered`` event says so).
+    """
+    with reading(run_dir, run_id) as reader:
+        run = reader.run()
+        events = reader.events(kinds=(ASK, ANSWERED))
+    status = run_status(run)
+    if status == CRASHED:
+        raise RunsError(f"run {run_id!r} crashed; resume it with teamrt resume {run_id}")
+    if status not in OWNED:
+        raise RunsError(f"run {run_id!r} is {status}; no ask waits for an answer")
+    asked = {e.data.get("id"): e for e in events if e.kind == ASK}
+    done = {e.data.get("id"): e for e in events if e.kind == ANSWERED}
+    if ask_id not in asked:
+        waiting = [str(i) for i in asked if i not in done]
+        said = f"asks waiting: {', '.join(waiting)}" if waiting else "none is waiting"
+        raise RunsError(f"no ask {clip(ask_id, 40)!r} in run {run_id!r} ({said})")
+    if ask_id in done:
+        verdict = done[ask_id].data
+        how = "allowed" if verdict.get("allowed") else "denied"
+        raise RunsError(
+            f"ask {ask_id!r} of run {run_id!r} was already answered: {how} by {verdict.get('by')}"
+        )
+    reason = " ".join(reason.split()) if reason else None
+    call = describe_call(str(asked[ask_id].data.get("tool", "?")), asked[ask_id].data.get("input") or {})
+    verb = "allow" if allow else "deny"
+    return _post(
+        run_dir,
+        run,
+        recipient=SUPERVISOR,
+        register=True,
+        kind="control",
+        body=f"{verb} {ask_id} ({asked[ask_id].agent}: {call})" + (f": {reason}" if reason else ""),
+        summary=f"{verb} {ask_id}",
+        data={"action": "answer", "ask": ask_id, "allow": allow, "reason": reason or None},
+    )
+
+
+def _no_agent(run_id: str, agent: str, names: list[str]) -> str:
+    known = ", ".join(sorted(names)) or "none yet"
+    return f"no agent named {clip(agent, 40)!r} in run {run_id!r} (its agents: {known})"

@@ -17,14 +17,12 @@ import contextlib
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from teamrt.store import Store, StoreError
 
-USER = "user"
-"""The sender of a person's mail (teamrt stop, answer, send, the TUI): the only one the supervisor obeys."""
-ASK = "ask"
-ANSWERED = "ask.answered"
+ASK: Final = "ask"
+ANSWERED: Final = "ask.answered"
 BY_POLICY = "policy"
 BY_STOP = "stop"
 STOPPED = "the agent was stopped before anyone answered"

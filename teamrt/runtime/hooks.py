@@ -37,7 +37,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final, Protocol
 
 from teamrt.claudecode.hooks import Answer, HookSet, combine, interpret, parse_hooks, run_hook
 from teamrt.claudecode.settings import read_settings_files
@@ -46,13 +46,10 @@ from teamrt.models.types import Block
 from teamrt.sandbox.bwrap import default_sandbox
 from teamrt.sandbox.quarantine import describe
 from teamrt.store import Store
-from teamrt.tools.base import Tool, ToolResult
-from teamrt.tools.permissions import Decision, Mode, Verdict
+from teamrt.tools.base import Tool, ToolContext, ToolResult
+from teamrt.tools.permissions import Decision, Mode, Permissions, Verdict
 
-if TYPE_CHECKING:
-    from teamrt.runtime.loop import AgentLoop
-
-HOOK_EVENT = "hook"
+HOOK_EVENT: Final = "hook"
 """The event of one run of a hook: ``{"event", "command", "scope", "code", "ms", "outcome", ...}``."""
 MAX_CONTINUATIONS = 5
 """How many times in a row Stop, SubagentStop and TeammateIdle hooks may keep an agent going."""
@@ -127,6 +124,48 @@ class AgentHooks:
     """Text for its next user turn."""
 
 
+class HookedEnv(Protocol):
+    """What the hooks read of an agent's surroundings (``agent.AgentEnv`` is one)."""
+
+    @property
+    def hooks(self) -> AgentHooks | None: ...
+
+    @property
+    def tools(self) -> ToolContext: ...
+
+
+class HookedSpec(Protocol):
+    """What the hooks read of who an agent is (``agent.AgentSpec`` is one)."""
+
+    @property
+    def permissions(self) -> Permissions: ...
+
+    @property
+    def team(self) -> str: ...
+
+    @property
+    def persistent(self) -> bool: ...
+
+
+class HookedAgent(Protocol):
+    """An agent as its hooks see it (``loop.AgentLoop`` is one). A protocol, so that this module imports
+    neither the loop nor the agent's spec and surroundings, which import it (for ``AgentHooks``)."""
+
+    @property
+    def env(self) -> HookedEnv: ...
+
+    @property
+    def spec(self) -> HookedSpec: ...
+
+    @property
+    def messages(self) -> list[Any]: ...
+
+    @property
+    def answer(self) -> str: ...
+
+    def stop(self, reason: str = "stopped") -> None: ...
+
+
 @dataclass(frozen=True)
 class PreTool:
     """What the PreToolUse hooks said of a call."""
@@ -138,7 +177,7 @@ class PreTool:
     reason: str = ""
 
 
-async def starting(loop: AgentLoop, task: str | list[Block] | None) -> str | None:
+async def starting(loop: HookedAgent, task: str | list[Block] | None) -> str | None:
     """``SessionStart`` at the agent's first run, ``UserPromptSubmit`` on the lead's ``task``; why the
     agent must stop before its first model call, or None."""
     hooks = loop.env.hooks
@@ -161,7 +200,7 @@ async def starting(loop: AgentLoop, task: str | list[Block] | None) -> str | Non
     return None
 
 
-def context(loop: AgentLoop) -> list[Block]:
+def context(loop: HookedAgent) -> list[Block]:
     """The text hooks added for the agent's next user turn, taken. Kept for a later turn while the
     history ends with a user turn (a resumed agent's), so that user and assistant turns alternate."""
     hooks = loop.env.hooks
@@ -172,7 +211,7 @@ def context(loop: AgentLoop) -> list[Block]:
     return blocks
 
 
-async def pre_tool(loop: AgentLoop, call: Block, name: str, args: dict[str, Any]) -> PreTool:
+async def pre_tool(loop: HookedAgent, call: Block, name: str, args: dict[str, Any]) -> PreTool:
     """The ``PreToolUse`` hooks of ``call`` to the tool ``name`` with ``args``. One that cannot run (no
     sandbox) refuses it: a guard teamrt cannot run must not let the call through."""
     hooks = loop.env.hooks
@@ -190,7 +229,7 @@ async def pre_tool(loop: AgentLoop, call: Block, name: str, args: dict[str, Any]
     return PreTool(None, answer.updated_input or args, answer.decision, answer.reason)
 
 
-def decide(loop: AgentLoop, name: str, tool: Tool, pre: PreTool) -> Decision:
+def decide(loop: HookedAgent, name: str, tool: Tool, pre: PreTool) -> Decision:
     """The permission decision on a call, with what its PreToolUse hooks said: ``ask`` asks about a call
     that would be allowed; ``allow`` allows one only the mode would ask about (a rule's deny or ask
     stands, and so does a deny of the mode: plan, dontAsk)."""
@@ -209,7 +248,7 @@ def decide(loop: AgentLoop, name: str, tool: Tool, pre: PreTool) -> Decision:
 
 
 async def post_tool(
-    loop: AgentLoop, call: Block, name: str, args: dict[str, Any], result: ToolResult
+    loop: HookedAgent, call: Block, name: str, args: dict[str, Any], result: ToolResult
 ) -> None:
     """The ``PostToolUse`` hooks of a call that succeeded (as in Claude Code, not of one that failed):
     what they say goes to the agent with the call's result."""
@@ -229,7 +268,7 @@ async def post_tool(
         loop.stop(f"a PostToolUse hook stopped it: {answer.stop}")
 
 
-async def stop_blocked(loop: AgentLoop) -> bool:
+async def stop_blocked(loop: HookedAgent) -> bool:
     """``Stop`` (the lead) or ``SubagentStop`` (any other agent) where the agent would end done: whether
     a hook keeps it going (its words are then its next user turn)."""
     hooks = loop.env.hooks
@@ -241,7 +280,7 @@ async def stop_blocked(loop: AgentLoop) -> bool:
     return await _goes_on(loop, event, answer)
 
 
-async def idle_blocked(loop: AgentLoop) -> bool:
+async def idle_blocked(loop: HookedAgent) -> bool:
     """``TeammateIdle`` where a teammate would idle: whether a hook keeps it working."""
     hooks = loop.env.hooks
     if hooks is None or not loop.spec.persistent:
@@ -253,7 +292,7 @@ async def idle_blocked(loop: AgentLoop) -> bool:
     return await _goes_on(loop, "TeammateIdle", answer)
 
 
-async def task_completing(loop: AgentLoop, task_id: int, subject: str, description: str) -> str | None:
+async def task_completing(loop: HookedAgent, task_id: int, subject: str, description: str) -> str | None:
     """``TaskCompleted`` before the agent's task is marked done: why it must not be, or None."""
     hooks = loop.env.hooks
     if hooks is None:
@@ -269,7 +308,7 @@ async def task_completing(loop: AgentLoop, task_id: int, subject: str, descripti
     return None
 
 
-async def _goes_on(loop: AgentLoop, event: str, answer: Answer) -> bool:
+async def _goes_on(loop: HookedAgent, event: str, answer: Answer) -> bool:
     hooks = loop.env.hooks
     assert hooks is not None
     if not answer.blocks or answer.stop is not None:
@@ -295,7 +334,12 @@ def _contexts(event: str, answer: Answer) -> list[str]:
 
 
 async def _fire(
-    loop: AgentLoop, event: str, extra: dict[str, Any], *, query: str | None = None, call: Block | None = None
+    loop: HookedAgent,
+    event: str,
+    extra: dict[str, Any],
+    *,
+    query: str | None = None,
+    call: Block | None = None,
 ) -> Answer:
     """Run the hooks of ``event`` that match ``query`` at once, journal each run, and combine them."""
     hooks = loop.env.hooks
@@ -315,7 +359,7 @@ async def _fire(
         payload |= {"agent_id": hooks.name, "agent_type": hooks.agent_type}
     payload |= extra
     try:
-        ran = await asyncio.gather(*(run_hook(hook, payload, ctx) for hook in matching))
+        ran = await asyncio.gather(*(run_hook(hook, payload, ctx.confinement) for hook in matching))
     finally:  # what the hooks made among the protected paths is moved out, even when the agent was stopped
         await asyncio.shield(_protected_after(loop, event))
     saids = [interpret(r, event) for r in ran]
@@ -334,7 +378,7 @@ async def _fire(
     return combine(saids)
 
 
-async def _protected_after(loop: AgentLoop, event: str) -> None:
+async def _protected_after(loop: HookedAgent, event: str) -> None:
     """Scan the workspace after the ``event`` hooks ran (``teamrt.sandbox.quarantine``): what they created
     or changed among the protected paths is moved out, recorded by the guard, and told to the agent."""
     hooks, ctx = loop.env.hooks, loop.env.tools

@@ -21,6 +21,7 @@ from typing import Any
 
 from teamrt import faults
 from teamrt.errors import TeamrtError
+from teamrt.events import AGENT_ENDED, AgentEnd
 from teamrt.mailbox import Message
 from teamrt.models import ModelError, ModelRequest, ModelResponse
 from teamrt.models.pricing import worst_cost_usd
@@ -490,11 +491,11 @@ class AgentLoop:
 
     # -- the end -------------------------------------------------------------------
 
-    async def _end(self, status: str, answer: str, reason: str | None = None) -> Outcome:
+    async def _end(self, status: AgentEnd, answer: str, reason: str | None = None) -> Outcome:
         store = self.env.store
         await store.set_agent_status(self.spec.name, status, reason)
         await store.append_event(
-            f"agent.{status}", {"turns": self.turns, "reason": reason}, agent=self.spec.name
+            AGENT_ENDED[status], {"turns": self.turns, "reason": reason}, agent=self.spec.name
         )
         return Outcome(status, answer, self.turns, reason)
 

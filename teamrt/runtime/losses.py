@@ -11,22 +11,26 @@ these, and whose resume refused nothing, as a *silent* loss.
 
 from __future__ import annotations
 
-STORE_BEHIND = "store.behind"
+from typing import Final
+
+from teamrt.events import EventKind
+
+STORE_BEHIND: Final = "store.behind"
 """Resume went on (``--accept-loss``) with a store behind what the run's files show."""
-WORKSPACE_REMADE = "worktree.remade"
+WORKSPACE_REMADE: Final = "worktree.remade"
 """An agent's workspace was gone and was made again; ``lost`` names what it held that is gone."""
-BRANCH_RESTORED = "branch.restored"
+BRANCH_RESTORED: Final = "branch.restored"
 """A branch that lost recorded commits was put back at the recorded commit."""
-BRANCH_LOST = "branch.lost"
+BRANCH_LOST: Final = "branch.lost"
 """A branch lost recorded commits that could not be put back."""
-MAIL_QUARANTINED = "mail.quarantined"
+MAIL_QUARANTINED: Final = "mail.quarantined"
 """A message file that could not be read was moved to its mailbox's ``bad/``."""
-MAIL_FAILED = "mail.failed"
+MAIL_FAILED: Final = "mail.failed"
 """A message could not be delivered (a full disk, no inodes left, an I/O error)."""
-RUN_STALLED = "run.stalled"
+RUN_STALLED: Final = "run.stalled"
 """Every agent was idle with no mail in flight and no ask waiting: the run could not go on by itself."""
 
-KINDS = frozenset(
+KINDS: frozenset[EventKind] = frozenset(
     {STORE_BEHIND, WORKSPACE_REMADE, BRANCH_RESTORED, BRANCH_LOST, MAIL_QUARANTINED, MAIL_FAILED, RUN_STALLED}
 )
 """Every event kind that names a loss; each carries ``note``."""

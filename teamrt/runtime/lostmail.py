@@ -152,7 +152,7 @@ class LostMail:
     def _cut_short(self, recipient: str, sender: str | None) -> str | None:
         """The agent whose team call to ``recipient`` a crash cut short (``running`` under an epoch before its
         current one): its resume finds the message missing from the mailbox and sends it again
-        (``Supervisor._team_call_once``). Only ``sender``'s when it is known."""
+        (``Restoring._team_call_once``). Only ``sender``'s when it is known."""
         for call in self.store.reader.tool_calls(statuses=("running",)):
             to = call.input.get("agent") if call.name == "request_shutdown" else call.input.get("to")
             current = self._epoch(call.agent)
@@ -174,7 +174,7 @@ class LostMail:
         return None
 
     def _rebuilt(self, call: ToolCallRecord, msg_id: str, recipient: str) -> Message:
-        """The message a team tool's call sent, as ``Supervisor.send`` composed it, under its own id."""
+        """The message a team tool's call sent, as ``Services.send`` composed it, under its own id."""
         args = call.input
         kind = _SENDS[call.name]
         data: dict[str, Any] = {}
@@ -196,7 +196,7 @@ class LostMail:
 
     def _reported_again(self, aside: SetAside, sender: str | None) -> bool:
         """Whether a child's result set aside has been posted again since: a resumed run reports again each
-        ended child whose result its parent's ``new/`` and ``cur/`` lack (``Supervisor._restore``)."""
+        ended child whose result its parent's ``new/`` and ``cur/`` lack (``Restoring._restore``)."""
         if sender is None or not _RESULT_IN_BYTES.search(aside.raw or b""):
             return False
         return any(

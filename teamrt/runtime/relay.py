@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
+from teamrt.events import USER
 from teamrt.mailbox import Mailbox, MailboxError, Message
-from teamrt.runtime.asking import USER
 from teamrt.store import Store, StoreWriteFailed, ops
 from teamrt.store import steering as st
 from teamrt.store.engine import is_postgres
@@ -32,7 +32,7 @@ from teamrt.store.notify import STEERING, Listener
 log = logging.getLogger(__name__)
 
 WAIT_S = 0.5  # how long one wait on the listener lasts: the longest a stopping relay takes to notice
-STEERED = "steering.delivered"
+STEERED: Final = "steering.delivered"
 
 
 class SteeringRelay:

@@ -9,7 +9,7 @@
   paths (``teamrt.sandbox.quarantine``) is moved to its quarantine, and what they
   changed put back, before the resume reads any configuration: its baseline
   outlived it (``sweep_leftovers``, from ``teamrun.resume_run`` and the
-  supervisor); the resumed run then takes a new one.
+  supervisor's ``guarding``); the resumed run then takes a new one.
 - Lock files git left in the run's worktrees and on its branches are removed,
   and the temporary files of ``write``/``edit`` calls cut short in every
   agent's workspace.
@@ -29,12 +29,13 @@
   ``resume``, denied), so it does not look pending forever; its call, still
   pending in the journal, is asked again when its agent goes on.
 
-Mail and tool calls are reconciled per agent by the supervisor: mail already
-ingested is only acknowledged, calls are re-run, answered or reported
-interrupted (``Supervisor._settle_calls``). The team's own tools are made
-exactly-once rather than reported: a message the cut-short call delivered is
-found in its recipient's mailbox (``delivered``) and not sent again, a task it
-created is found on the list; claims and status updates are simply repeated.
+Mail and tool calls are reconciled per agent, with the agents rebuilt in
+memory (``restoring``): mail already ingested is only acknowledged, calls are
+re-run, answered or reported interrupted (``Restoring._settle_calls``). The
+team's own tools are made exactly-once rather than reported: a message the
+cut-short call delivered is found in its recipient's mailbox (``delivered``)
+and not sent again, a task it created is found on the list; claims and status
+updates are simply repeated.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ async def _lost_merge(store: Store, repo: GitRepo, branch: str, merge: MergeReco
     if head is not None and await asyncio.to_thread(repo.is_ancestor, merge.head, head):
         output = f"its merge at {commit} was lost with {branch}; queued again from {merge.branch}"
         await store.set_merge_status(merge.agent, "queued", output=output)
-        if agent.status in ENDED:  # landed again when the run goes on (``_unlanded``)
+        if agent.status in ENDED:  # landed again when the run goes on (``landing.unlanded``)
             await store.set_agent_status(merge.agent, "done")
         return f"{merge.agent} (at {commit}; queued again from {merge.branch})"
     reason = f"its merge onto {branch} at {commit} was lost, and its branch {merge.branch} with it"

@@ -1,11 +1,18 @@
-"""``teamrt run``: a team (or one agent, as a team of one) in a run of its own, to the end."""
+"""``teamrt run`` and ``teamrt resume``: a team (or one agent, as a team of one) in a run of its own, to
+the end; the public API (``teamrt.api``) and the test kit (``teamrt.testing``) run through here too.
+
+A new run and a resumed one read their project the same way, once (``prepare_run``: leftovers swept,
+Claude Code settings and memory, hooks, MCP servers), and start their supervisor the same way
+(``Prepared.supervisor``: worktrees when the project is in git).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from teamrt import home
 from teamrt.agents import AgentDefinition, AgentScan, role_name, scan_definitions
@@ -19,19 +26,22 @@ from teamrt.models.catalog import resolve
 from teamrt.models.registry import is_sim
 from teamrt.models.types import OnText
 from teamrt.runtime.agent import Outcome
-from teamrt.runtime.hooks import load_hooks
+from teamrt.runtime.hooks import RunHooks, load_hooks
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.verify import accept_loss as record_loss
 from teamrt.runtime.verify import verify
 from teamrt.sandbox.bwrap import OPT_IN, default_sandbox, describe
 from teamrt.sandbox.policy import SandboxPolicy
-from teamrt.settings import load_settings
+from teamrt.settings import Settings, load_settings
 from teamrt.store import RunRecord, Store, create_store, open_reader, open_store
 from teamrt.store.integrity import StoreBehind
 from teamrt.store.ownership import host_identity
 from teamrt.team import LEAD, RESERVED, Role, Team, load_team, team_from_json, team_to_json
 from teamrt.worktree import GitRepo, Worktrees
 from teamrt.worktree.facts import on_branch, repo_of
+
+if TYPE_CHECKING:
+    from teamrt.sim import SimServer
 
 
 class NoPrompt(UserError, ValueError):
@@ -65,6 +75,8 @@ class RunSummary:
     """The branch the run's merged work is on (None outside git)."""
     merged: int
     """Worktree branches merged onto it."""
+    run_dir: Path
+    """Where the run is kept."""
 
 
 @dataclass(frozen=True)
@@ -91,34 +103,36 @@ DEFAULT_TEAM = Path(__file__).resolve().parents[1] / "teams" / "default.toml"
 def team_file_of(project: Path) -> Path:
     """The team of ``teamrt run --prompt`` in ``project``: its ``.teamrt/team.toml``, else the built-in (what
     a killed run's agents left there is moved out first: ``sweep``)."""
-    sweep(project, None)
+    sweep(project, None, home.runs_path(project))
     own = project / home.DEFAULT_HOME / TEAM_FILE
     return own if own.is_file() else DEFAULT_TEAM
 
 
 async def run_team_file(
-    path: Path,
+    path: Path | Team,
     *,
     prompt: str | None,
     project: Path,
     choices: Choices = Choices(),
+    on_text: OnText | None = None,
     on_notice: Notice | None = None,
     run_id: str | None = None,
 ) -> RunSummary:
-    """Run the team of ``path`` on ``prompt`` (default: the file's), the command line's ``choices`` over
-    the file's."""
-    sweep(project, on_notice)
+    """Run the team of ``path`` (or a team built in code) on ``prompt`` (default: the team's), the
+    command line's ``choices`` over the team's."""
+    sweep(project, on_notice, home.runs_path(project))
     scan = scan_definitions(project)
     tell_agents(scan, on_notice)
     team, task = team_from_file(path, prompt=prompt, project=project, choices=choices, scan=scan,
                                 on_notice=on_notice)  # fmt: skip
     return await run_team(
-        team, task, project=project, definitions=scan.definitions, on_notice=on_notice, run_id=run_id
-    )
+        team, task, project=project, definitions=scan.definitions, on_text=on_text, on_notice=on_notice,
+        run_id=run_id,
+    )  # fmt: skip
 
 
 def team_from_file(
-    path: Path,
+    path: Path | Team,
     *,
     prompt: str | None,
     project: Path,
@@ -126,10 +140,11 @@ def team_from_file(
     scan: AgentScan | None = None,
     on_notice: Notice | None = None,
 ) -> tuple[Team, str]:
-    """The team of ``path`` with ``choices`` and the defaults applied, and its task; raises on a user's
-    mistake (a missing key included). The built-in team also gets a role for each of the user's and the
-    project's agents (``scan``: the project's agents, scanned already)."""
-    team = load_team(path, project=project)
+    """The team of ``path`` (or ``path`` itself, a team built in code) with ``choices`` and the defaults
+    applied, and its task; raises on a user's mistake (a missing key included). The built-in team also
+    gets a role for each of the user's and the project's agents (``scan``: the project's agents, scanned
+    already)."""
+    team = path if isinstance(path, Team) else load_team(path, project=project)
     if path == DEFAULT_TEAM:
         team = with_agent_roles(team, scan or scan_definitions(project), on_notice)
     if choices.model is not None:  # over the team file's models; an agent file's still counts (choose_model)
@@ -142,7 +157,7 @@ def team_from_file(
     team = _with_choices(team, choices)
     task = prompt or team.prompt
     if not task:
-        raise NoPrompt(f"{path}: the team file has no prompt; give one with --prompt")
+        raise NoPrompt(f"{team.path}: the team file has no prompt; give one with --prompt")
     return team, task
 
 
@@ -191,15 +206,37 @@ def check_start(team: Team, project: Path, *, sim: bool = True) -> dict[str, Mod
     """What must hold before a run of ``team`` exists: its integration branch is free and every model
     opens (a missing key fails here). Returns the models, open; without ``sim``, leaves out the
     simulator's, which always open (and would cost the SDK's import)."""
+    check_branch(team, project)
+    return open_models(team, load_settings(), with_sim=sim)
+
+
+def check_branch(team: Team, project: Path) -> None:
+    """Refuse a new run of ``team`` whose integration branch exists already (``BranchTaken``)."""
     repo = GitRepo.find(project)
     if repo and team.integration_branch and repo.tip(team.integration_branch):
         raise BranchTaken(
             f"{team.path}: the integration branch {team.integration_branch!r} exists already;"
             " delete it, or name another in [merge] integration_branch"
         )
+
+
+def open_models(
+    team: Team,
+    settings: Settings,
+    *,
+    sim: SimServer | None = None,
+    with_sim: bool = True,
+    given: Mapping[str, Model] | None = None,
+) -> dict[str, Model]:
+    """Every model ``team`` names, open, by name: those ``given`` as they are, the others opened (``sim``:
+    the simulator the ``sim`` models call; default: the process's own); ``with_sim`` False leaves the
+    simulator's out."""
     names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
-    settings = load_settings()
-    return {name: open_model(name, settings=settings) for name in sorted(names) if sim or not is_sim(name)}
+    models = dict(given or {})
+    for name in sorted(names - models.keys()):
+        if with_sim or not is_sim(name):
+            models[name] = open_model(name, settings=settings, sim=sim)
+    return models
 
 
 async def run_single(
@@ -217,7 +254,7 @@ async def run_single(
     The command line's model decides, else the agent file's, else the default; on ``sim`` an agent
     file's model stays simulated (``choose_model``), so it never turns an offline run into a billed one.
     """
-    sweep(project, on_notice)
+    sweep(project, on_notice, home.runs_path(project))
     scan = scan_definitions(project)
     tell_agents(scan, on_notice)
     team, definitions = single_team(agent, project=project, choices=choices, scan=scan)
@@ -236,21 +273,27 @@ async def run_team(
     on_text: OnText | None = None,
     on_notice: Notice | None = None,
     run_id: str | None = None,
+    run_dir: Path | None = None,
+    settings: Settings | None = None,
+    sim: SimServer | None = None,
+    models: Mapping[str, Model] | None = None,
 ) -> RunSummary:
-    """Run ``team`` on ``task`` to the end, as run ``run_id`` (default: a fresh id)."""
-    settings = load_settings()
-    models = check_start(team, project)
-    sweep(project, on_notice)
-    claude, memory = read_claude_code(project, on_notice)
-    hooks = load_hooks(project, on_notice)
-    mcp = read_mcp(project, team, definitions, on_notice)
+    """Run ``team`` on ``task`` to the end, as run ``run_id`` (default: a fresh id) kept in ``run_dir``
+    (default: ``<home>/runs/<run_id>``, made; given, it must exist), with ``settings`` (default: the
+    user's), its ``sim`` models on ``sim`` (default: the process's own simulator) and the ``models``
+    given open (a test's scripted model) in place of opening them."""
+    settings = load_settings() if settings is None else settings
+    check_branch(team, project)
+    opened = open_models(team, settings, sim=sim, given=models)
+    run_id = home.new_run_id() if run_id is None else run_id
+    runs = home.runs_path(project) if run_dir is None else run_dir.parent
+    prepared = prepare_run(team, project, on_notice, runs, definitions=definitions)
     notice = sandbox_notice(team.sandbox)
     if notice is not None and on_notice is not None:
         on_notice(notice)
     repo = GitRepo.find(project)
     base = repo.head() if repo else None
-    run_id = home.new_run_id() if run_id is None else run_id
-    run_dir = home.run_dir(run_id)
+    run_dir = home.run_dir(run_id, project) if run_dir is None else run_dir
     integration = team.integration_branch or f"teamrt/{run_id}"
     settings_kept: dict[str, object] = {"team": team_to_json(team)}
     if base:
@@ -260,31 +303,88 @@ async def run_team(
         budget_tokens=team.budget_tokens, budget_usd=team.budget_usd,
     )  # fmt: skip
     try:
+        if on_notice is not None:
+            if repo is not None and base is not None and team.roles:
+                _tell_if_dirty(repo, base, on_notice)
+            elif team.roles:
+                on_notice(
+                    f"teamrt: note: {project} is not in a git repository with a commit: the lead cannot start"
+                    " worktree agents (git init and commit first to let coders work on branches)"
+                )
+            on_notice(started_line(run_id, team, project))
+        supervisor = prepared.supervisor(
+            store, run_dir, settings=settings, models=opened, repo=repo, base=base, integration=integration,
+            on_text=on_text, sim=sim,
+        )  # fmt: skip
+        outcome = await supervisor.run(task)
+        return _summary(run_id, outcome, store, team, run_dir)
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a run reads of its project once, before its supervisor starts: a new run and a resumed one
+    alike (``prepare_run``)."""
+
+    team: Team
+    project: Path
+    definitions: dict[str, AgentDefinition]
+    claude: ClaudeSettings
+    memory: Memory
+    hooks: RunHooks
+    mcp: McpConfig
+
+    def supervisor(
+        self,
+        store: Store,
+        run_dir: Path,
+        *,
+        settings: Settings,
+        models: dict[str, Model],
+        repo: GitRepo | None,
+        base: str | None,
+        integration: str | None,
+        on_text: OnText | None,
+        sim: SimServer | None = None,
+    ) -> Supervisor:
+        """The supervisor of the run kept in ``store``; its worktree agents branch from ``base`` and land
+        on ``integration`` when the project is in ``repo`` (None, or no ``base``: no worktree agents)."""
+        team, project = self.team, self.project
         worktrees = None
-        if repo is not None and base is not None:
+        if repo is not None and base and integration:
             worktrees = Worktrees(
-                repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=base, project=project,
+                repo=repo, store=store, run_dir=run_dir, run_id=store.run_id, base=base, project=project,
                 integration=integration, gates=team.gates, gate_timeout=team.gate_timeout,
                 policy=team.sandbox, team_file=team.path,
             )  # fmt: skip
-            if team.roles and on_notice is not None:
-                _tell_if_dirty(repo, base, on_notice)
-        elif team.roles and on_notice is not None:
-            on_notice(
-                f"teamrt: note: {project} is not in a git repository with a commit: the lead cannot start"
-                " worktree agents (git init and commit first to let coders work on branches)"
-            )
-        if on_notice is not None:
-            on_notice(started_line(run_id, team, project))
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=definitions, project=project,
-            settings=settings, models=models, on_text=on_text, worktrees=worktrees, claude=claude,
-            memory=memory, hooks=hooks, mcp=mcp,
+        return Supervisor(
+            store=store, run_dir=run_dir, team=team, definitions=self.definitions, project=project,
+            settings=settings, sim=sim, models=models, on_text=on_text, worktrees=worktrees,
+            claude=self.claude, memory=self.memory, hooks=self.hooks, mcp=self.mcp,
         )  # fmt: skip
-        outcome = await supervisor.run(task)
-        return _summary(run_id, outcome, store, team)
-    finally:
-        store.close()
+
+
+def prepare_run(
+    team: Team,
+    project: Path,
+    on_notice: Notice | None,
+    runs: Path,
+    *,
+    definitions: dict[str, AgentDefinition] | None = None,
+) -> Prepared:
+    """Read what a run of ``team`` in ``project`` needs, its warnings said: what a killed run (kept in
+    ``runs``) left swept out first, then the agents (``definitions``, else scanned now), Claude Code's
+    settings and memory, hooks and MCP servers."""
+    sweep(project, on_notice, runs)
+    if definitions is None:
+        scan = scan_definitions(project)
+        tell_agents(scan, on_notice)
+        definitions = scan.definitions
+    claude, memory = read_claude_code(project, on_notice)
+    hooks = load_hooks(project, on_notice)
+    mcp = read_mcp(project, team, definitions, on_notice)
+    return Prepared(team, project, definitions, claude, memory, hooks, mcp)
 
 
 class NotResumable(UserError, ValueError):
@@ -305,12 +405,18 @@ def check_reachable(run_dir: Path, run: RunRecord) -> None:
 
 
 async def resume_run(
-    run_id: str, *, on_text: OnText | None = None, on_notice: Notice | None = None, accept_loss: bool = False
+    run_id: str,
+    *,
+    project: Path | None = None,
+    on_text: OnText | None = None,
+    on_notice: Notice | None = None,
+    accept_loss: bool = False,
 ) -> RunSummary:
-    """Take over the crashed run ``run_id`` and go on to its end; a live run is refused (``RunOwned``), and
-    so is a store behind what its run directory shows (``StoreBehind``, see ``verify``) unless
-    ``accept_loss``: then the loss is recorded and the run goes on from what the store has."""
-    run_dir = home.existing_run_dir(run_id)
+    """Take over the crashed run ``run_id`` (kept in the home of ``project``, default: of the current
+    directory) and go on to its end; a live run is refused (``RunOwned``), and so is a store behind
+    what its run directory shows (``StoreBehind``, see ``verify``) unless ``accept_loss``: then the loss
+    is recorded and the run goes on from what the store has."""
+    run_dir = home.existing_run_dir(run_id, project)
     reader = open_reader(run_dir, run_id)
     try:
         run = reader.run()
@@ -325,35 +431,23 @@ async def resume_run(
     if findings and not accept_loss:
         raise StoreBehind(run_id, findings)  # before anything changes: the evidence stays as it is
     team = team_from_json(run.settings["team"])
-    project = Path(run.workdir)
-    sweep(project, on_notice)  # the crashed run's own leftovers too: it takes a new baseline
-    scan = scan_definitions(project)
-    tell_agents(scan, on_notice)
-    claude, memory = read_claude_code(project, on_notice)
-    hooks = load_hooks(project, on_notice)
-    mcp = read_mcp(project, team, scan.definitions, on_notice)
+    workdir = Path(run.workdir)
+    # the crashed run's own leftovers too: it takes a new baseline
+    prepared = prepare_run(team, workdir, on_notice, run_dir.parent)
     store = open_store(run_dir, run_id)
     try:
         if findings:  # accepted: said by a store.behind event, and the unrecorded mail is read again
             await record_loss(store, run_dir, findings)
         settings = load_settings()
-        names = {team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)}
-        models = {name: open_model(name, settings=settings) for name in sorted(names)}
-        worktrees = None
-        repo = GitRepo.find(project)
-        if repo is not None and run.base_head:
-            worktrees = Worktrees(
-                repo=repo, store=store, run_dir=run_dir, run_id=run_id, base=run.base_head,
-                project=project, integration=run.settings["integration_branch"], gates=team.gates,
-                gate_timeout=team.gate_timeout, policy=team.sandbox, team_file=team.path,
-            )  # fmt: skip
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=scan.definitions, project=project,
-            settings=settings, models=models, on_text=on_text, worktrees=worktrees, claude=claude,
-            memory=memory, hooks=hooks, mcp=mcp,
+        models = open_models(team, settings)
+        repo = GitRepo.find(workdir)
+        integration = run.settings["integration_branch"] if repo is not None and run.base_head else None
+        supervisor = prepared.supervisor(
+            store, run_dir, settings=settings, models=models, repo=repo, base=run.base_head,
+            integration=integration, on_text=on_text,
         )  # fmt: skip
         outcome = await supervisor.resume()
-        return _summary(run_id, outcome, store, team)
+        return _summary(run_id, outcome, store, team, run_dir)
     finally:
         store.close()
 
@@ -362,10 +456,11 @@ MAX_AGENT_NOTICES = 10
 """Agent-file warnings a run's start shows; ``teamrt agents`` lists them all."""
 
 
-def sweep(project: Path, on_notice: Notice | None) -> None:
-    """Move out what the agents of a run killed before its last scan left among ``project``'s protected
-    paths, before anything there is read as configuration (``home.sweep_leftovers``); said a line each."""
-    for line in home.sweep_leftovers(project):
+def sweep(project: Path, on_notice: Notice | None, runs: Path) -> None:
+    """Move out what the agents of a run (kept in ``runs``) killed before its last scan left among
+    ``project``'s protected paths, before anything there is read as configuration
+    (``home.sweep_leftovers``); said a line each."""
+    for line in home.sweep_leftovers(project, runs):
         if on_notice is not None:
             on_notice(line)
 
@@ -474,7 +569,7 @@ def _merged(run: RunRecord, store: Store) -> int:
     return len(on_branch(repo_of(run.workdir), branch, store.reader.merges()))
 
 
-def _summary(run_id: str, outcome: Outcome, store: Store, team: Team) -> RunSummary:
+def _summary(run_id: str, outcome: Outcome, store: Store, team: Team, run_dir: Path) -> RunSummary:
     run = store.reader.run()
     usage = run.usage
     return RunSummary(
@@ -489,4 +584,5 @@ def _summary(run_id: str, outcome: Outcome, store: Store, team: Team) -> RunSumm
         budget_usd=run.budget_usd,
         integration=run.settings.get("integration_branch"),
         merged=_merged(run, store),
+        run_dir=run_dir,
     )

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from teamrt.events import SUPERVISOR
 from teamrt.mailbox import is_name
 from teamrt.mailbox.message import MAX_MESSAGE_BYTES
 from teamrt.runtime.losses import STORE_BEHIND
@@ -46,7 +47,6 @@ from teamrt.store import engine as eng
 from teamrt.store.errors import database_reason
 
 MAILBOX = "mailbox"
-SUPERVISOR = "supervisor"  # runs.SUPERVISOR: the supervisor's own mailbox, read into events
 SHOWN_IDS = 6
 """Message ids a finding names; the rest are counted."""
 

@@ -62,15 +62,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING
+from typing import Final
 
 from teamrt.sandbox import seccomp
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy
 
-if TYPE_CHECKING:
-    from teamrt.tools.base import ToolContext
-
-SANDBOX_EVENT = "sandbox"
+SANDBOX_EVENT: Final = "sandbox"
 """The event a run records as it starts: ``{"confined": bool, "unconfined": bool, "network": bool}``."""
 PASSED_ENV = ("PATH", "HOME", "LANG", "TERM", "TZ", "USER", "LOGNAME")
 """Variables every command gets (with ``LC_*``); others only when the team file names them."""
@@ -137,8 +135,8 @@ class Sandbox:
             return None
         return REFUSAL if self.unusable is None else f"{self.unusable}; to run them, {OPT_IN}"
 
-    def command(self, command: str, ctx: ToolContext) -> Command:
-        """``command`` as ``/bin/bash -c`` in ``ctx``'s sandbox (callers check ``refusal`` first)."""
+    def command(self, command: str, ctx: Confinement) -> Command:
+        """``command`` as ``/bin/bash -c`` confined as ``ctx`` says (callers check ``refusal`` first)."""
         shell = _limited(command, ctx.policy)
         env = command_env(ctx.policy, ctx.env)
         limit = ctx.policy.max_memory_mb
@@ -178,8 +176,8 @@ _BIND = {
 }
 
 
-def bwrap_options(ctx: ToolContext) -> list[str]:
-    """bwrap's options for a command in ``ctx``.
+def bwrap_options(ctx: Confinement) -> list[str]:
+    """bwrap's options for a command confined as ``ctx`` says.
 
     A mount covers whatever earlier mounts put at or below its path, so they
     are made shallowest first: the most specific place decides. The workspace
@@ -251,7 +249,7 @@ def sizable() -> bool:
     return "--size" in shown.stdout + shown.stderr
 
 
-def _hidden(ctx: ToolContext) -> list[str]:
+def _hidden(ctx: Confinement) -> list[str]:
     """Directories covered by an empty tmpfs: /tmp, the homes, /run, and the runs of teamrt's home."""
     home = os.environ.get("HOME", "")
     candidates = ["/tmp", *((home,) if home else ()), *HOMES, *DAEMON_DIRS, str(ctx.run_dir.parent)]
@@ -259,9 +257,9 @@ def _hidden(ctx: ToolContext) -> list[str]:
     return [p for p in dict.fromkeys(found) if p != "/"]
 
 
-def _shown(ctx: ToolContext) -> list[str]:
+def _shown(ctx: Confinement) -> list[str]:
     """What is shown read-only inside hidden places when it exists: the run's spill directory, the
-    context's extra roots, the toolchains in the home, the Python teamrt runs on, the policy's ``read``
+    confinement's extra roots, the toolchains in the home, the Python teamrt runs on, the policy's ``read``
     paths and, with the network, the resolver's file."""
     paths = [ctx.run_dir / "spill", *ctx.extra_roots, Path(sys.base_prefix), Path(sys.prefix)]
     paths += [Path(os.path.expanduser(p)) for p in (*TOOLCHAINS, *ctx.policy.read)]
@@ -270,7 +268,7 @@ def _shown(ctx: ToolContext) -> list[str]:
     return [_real(p) for p in paths]
 
 
-def _protected(ctx: ToolContext, ws: str, writable: list[str]) -> list[str]:
+def _protected(ctx: Confinement, ws: str, writable: list[str]) -> list[str]:
     """The protected paths, teamrt's home among them, that lie where a command may write (the workspace,
     a writable dir); not one that holds the workspace (the home, for a worktree agent). The others are
     read-only or hidden already, and binding them would show what is hidden."""

@@ -34,6 +34,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool
 
+from teamrt.errors import UserError
 from teamrt.store.errors import StoreError
 from teamrt.store.ownership import STALE_AFTER_S
 
@@ -52,7 +53,7 @@ CONNECT_TIMEOUT_S = 5  # one attempt's: a server that does not answer must not h
 _DISCONNECT_STATES = ("57P01", "57P02", "57P03")
 
 
-class BadGrace(StoreError):
+class BadGrace(StoreError, UserError):
     def __init__(self, value: str) -> None:
         super().__init__(f"{GRACE_ENV}={value[:40]!r} is not a number of seconds (0 or more)")
 

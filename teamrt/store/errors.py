@@ -1,8 +1,14 @@
-"""Errors of the run store. Each carries its facts in fields; its text is one line for the user."""
+"""Errors of the run store. Each carries its facts in fields; its text is one line for the user.
+
+Those a person meets and can act on (a run missing, taken, owned or of another schema, a store that
+stopped or would not open) are ``UserError`` as well, so the CLI tells them in one line; the journal's
+own refusals (``StoreClosed``, ``InvalidTransition``, ``TaskUnavailable``) are not: they are bugs or
+the model's business.
+"""
 
 from __future__ import annotations
 
-from teamrt.errors import TeamrtError
+from teamrt.errors import TeamrtError, UserError
 
 
 def database_reason(error: Exception) -> str:
@@ -16,21 +22,21 @@ class StoreError(TeamrtError):
     """Base class for every store error."""
 
 
-class RunNotFound(StoreError):
+class RunNotFound(StoreError, UserError):
     def __init__(self, run: str, where: str) -> None:
         self.run = run
         self.where = where
         super().__init__(f"no run named {run!r} in {where}")
 
 
-class RunExists(StoreError):
+class RunExists(StoreError, UserError):
     def __init__(self, run: str, where: str) -> None:
         self.run = run
         self.where = where
         super().__init__(f"run {run!r} already exists in {where}")
 
 
-class RunOwned(StoreError):
+class RunOwned(StoreError, UserError):
     """A live process owns the run; a second owner is refused."""
 
     def __init__(self, run: str, host: str, pid: int, heartbeat_age: float | None) -> None:
@@ -42,7 +48,7 @@ class RunOwned(StoreError):
         super().__init__(f"run {run!r} is live: owned by pid {pid} on {host}{beat}; stop that process first")
 
 
-class SchemaTooNew(StoreError):
+class SchemaTooNew(StoreError, UserError):
     """The store was written by a newer teamrt; opening it could lose what that version wrote."""
 
     def __init__(self, where: str, revision: str, head: str) -> None:
@@ -55,7 +61,7 @@ class SchemaTooNew(StoreError):
         )
 
 
-class SchemaTooOld(StoreError):
+class SchemaTooOld(StoreError, UserError):
     """A reader met an older schema that it may not upgrade, because a live owner holds the run."""
 
     def __init__(self, where: str, revision: str | None, head: str) -> None:
@@ -68,7 +74,7 @@ class SchemaTooOld(StoreError):
         )
 
 
-class StoreWriteFailed(StoreError):
+class StoreWriteFailed(StoreError, UserError):
     """A write could not be made durable (disk full, I/O error); the store accepts no more writes.
 
     Everything committed before stays intact; the caller whose write failed
@@ -105,7 +111,7 @@ class RunTakenOver(StoreWriteFailed):
         self.reason = reason
 
 
-class StoreOpenFailed(StoreError):
+class StoreOpenFailed(StoreError, UserError):
     """The store could not be opened for writing (a full disk, a failing device): nothing was taken over."""
 
     def __init__(self, where: str, reason: str) -> None:
@@ -122,7 +128,7 @@ class StoreClosed(StoreError):
         super().__init__(f"the run store {where} is closed")
 
 
-class NotFound(StoreError, LookupError):
+class NotFound(StoreError, UserError, LookupError):
     """An agent, tool call or task that this run does not have."""
 
     def __init__(self, what: str, key: object) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Insert, and_, bindparam, exists, func, insert, select, update
 
+from teamrt.events import MERGE_EVENTS, EventKind
 from teamrt.store import tables as t
 from teamrt.store.errors import InvalidTransition, NotFound, TaskUnavailable
 from teamrt.store.ownership import now_in_database, take_lease
@@ -108,7 +109,7 @@ def _insert(conn: Connection, statement: Insert) -> int:
     return int(key[0])
 
 
-def append_event(conn: Connection, run: str, kind: str, agent: str | None, data: dict[str, Any]) -> int:
+def append_event(conn: Connection, run: str, kind: EventKind, agent: str | None, data: dict[str, Any]) -> int:
     row = {"run_id": run, "at": time.time(), "agent": agent, "kind": kind, "data": data}
     key = conn.execute(_INSERT_EVENT, row).inserted_primary_key
     assert key is not None
@@ -566,7 +567,7 @@ def set_merge_status(
     data: dict[str, Any] = {"head": entry.head, "attempt": entry.attempts}
     if merged_commit:
         data["commit"] = merged_commit
-    append_event(conn, run, f"merge.{status}", agent, data)
+    append_event(conn, run, MERGE_EVENTS[status], agent, data)
     updated = _merge(conn, run, agent)
     assert updated is not None
     return updated

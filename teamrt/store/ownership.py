@@ -36,6 +36,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Double, bindparam, cast, func, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
+from teamrt.errors import UserError
 from teamrt.procs import is_running, own_identity
 from teamrt.store import tables as t
 from teamrt.store.errors import RunOwned, RunTakenOver, StoreError
@@ -48,7 +49,7 @@ STALE_AFTER_S = 15.0  # several missed heartbeats: the owner is gone or wedged
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 
-class BadHost(StoreError):
+class BadHost(StoreError, UserError):
     def __init__(self, value: str) -> None:
         super().__init__(
             f"{HOST_ENV}={value[:60]!r} is not a host name (letters, digits, '.', '_' and '-', up to 255)"

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-RUN_STATUSES = ("running", "done", "failed", "stopped")
-AGENT_KINDS = ("lead", "fork", "worktree", "team", "task")  # task: a Task call's agent, ends when it answers
-AGENT_STATUSES = ("pending", "running", "idle", "merging", "done", "failed", "stopped")
+from teamrt.events import AgentKind, AgentStatus, EventKind, MergeStatus, RunStatus, TaskStatus
+
+# The values the store takes, checked as it writes them: the types in ``teamrt.events``, as tuples.
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+AGENT_KINDS: tuple[AgentKind, ...] = get_args(AgentKind)
+AGENT_STATUSES: tuple[AgentStatus, ...] = get_args(AgentStatus)
 ROLES = ("user", "assistant", "compaction")  # compaction: the messages that replace all before it
-TASK_STATUSES = ("open", "in_progress", "done")
-# A worktree branch in the merge queue: queued -> merging -> merged | conflict | red;
-# conflict and red go back to the agent, whose next finish queues it again (attempts + 1).
-MERGE_STATUSES = ("queued", "merging", "merged", "conflict", "red")
+TASK_STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+# A merge's attempts count its times through the queue: conflict and red go back to the agent.
+MERGE_STATUSES: tuple[MergeStatus, ...] = get_args(MergeStatus)
 
 # The tool-call journal (docs/architecture.md, Contracts): pending -> running -> done | error | interrupted.
 # pending -> error is a call refused before it ran (denied, invalid input);
@@ -53,7 +55,7 @@ class RunRecord:
     id: str
     created_at: float
     task: str
-    status: str
+    status: RunStatus
     status_reason: str | None
     finished_at: float | None
     workdir: str
@@ -74,13 +76,13 @@ class RunRecord:
 @dataclass(frozen=True, slots=True)
 class AgentRecord:
     name: str
-    kind: str
+    kind: AgentKind
     parent: str | None
     depth: int
     role: str | None
     definition: dict[str, Any]
     model: str
-    status: str
+    status: AgentStatus
     status_reason: str | None
     epoch: int
     workspace: str | None
@@ -124,7 +126,7 @@ class FinishedCall:
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
-    kind: str
+    kind: EventKind
     data: dict[str, Any] = field(default_factory=dict)
 
 
@@ -183,7 +185,7 @@ class TaskRecord:
     id: int
     subject: str
     description: str
-    status: str
+    status: TaskStatus
     owner: str | None
     created_by: str
     blocked_by: tuple[int, ...]
@@ -208,7 +210,7 @@ class MergeRecord:
     agent: str
     branch: str
     head: str
-    status: str
+    status: MergeStatus
     attempts: int
     output: str | None
     merged_commit: str | None

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, update
 from sqlalchemy.exc import DBAPIError
 
+from teamrt.events import EventKind
 from teamrt.store import engine as eng
 from teamrt.store import integrity, migrate, ops
 from teamrt.store import tables as t
@@ -242,7 +243,7 @@ class Store:
         )
 
     async def append_event(
-        self, kind: str, data: dict[str, Any] | None = None, *, agent: str | None = None
+        self, kind: EventKind, data: dict[str, Any] | None = None, *, agent: str | None = None
     ) -> int:
         return await self.write(
             functools.partial(ops.append_event, run=self.run_id, kind=kind, agent=agent, data=data or {})

@@ -1,9 +1,10 @@
-"""The agent's tools: the interface (``base``), the built-in file and Bash tools and their sandbox.
+"""The agent's tools: the interface (``base``) and the built-in file and Bash tools.
+
+The programs they run are confined by ``teamrt.sandbox``.
 
 Light to import: nothing here pulls in the ``anthropic`` SDK.
 """
 
-from teamrt.sandbox.bwrap import Sandbox, default_sandbox
 from teamrt.tools.base import OnProcess, Tool, ToolContext, ToolError, ToolResult, tool_param
 from teamrt.tools.files.edit import Edit, Glob, Grep, MultiEdit, Read, Write
 from teamrt.tools.files.listing import LS
@@ -19,13 +20,11 @@ __all__ = [
     "MultiEdit",
     "OnProcess",
     "Read",
-    "Sandbox",
     "Tool",
     "ToolContext",
     "ToolError",
     "ToolResult",
     "Write",
     "builtin_tools",
-    "default_sandbox",
     "tool_param",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy, WebPolicy
 
 if TYPE_CHECKING:
@@ -59,6 +60,20 @@ class ToolContext:
     guard: Guard | None = None
     """The run's check of protected paths (``teamrt.sandbox.quarantine``): every process that ran in the
     workspace is followed by a scan that moves out what it created or changed there. None outside a run."""
+
+    @property
+    def confinement(self) -> Confinement:
+        """What the programs the tools run may see and touch (``teamrt.sandbox``)."""
+        return Confinement(
+            self.workspace,
+            self.run_dir,
+            extra_roots=self.extra_roots,
+            env=self.env,
+            readable=self.readable,
+            writable=self.writable,
+            protected=self.protected,
+            policy=self.policy,
+        )
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,8 @@ about (denied in ``dontAsk``, allowed in ``bypassPermissions``). ``WebSearch``
 runs on the API's side, where no call can be asked about: it counts as
 read-only like the file reads, and only a deny rule keeps it from an agent.
 
-``Bash(npm test)`` matches that command exactly; ``*`` matches any text, and a
-trailing `` *`` also matches nothing, so ``Bash(npm run test *)`` and the older
-``Bash(npm run test:*)`` match ``npm run test`` and ``npm run test -x`` but not
-``npm run tests``. ``Bash`` and ``Bash(*)`` match every command.
+``Bash(npm test)`` and ``Bash(npm run test *)`` are patterns over the programs
+a command runs (``teamrt.tools.specifiers``).
 
 A command is read with a real shell parser (``teamrt.tools.shell.programs``)
 into the programs it runs: every part of a compound command, the bodies of
@@ -63,12 +61,7 @@ about when an ask rule has one, and never allowed by a rule with a specifier.
 Rules judge the command line, not the programs it names: a script or a Makefile
 runs whatever it holds, and the sandbox is what confines it.
 
-File specifiers are gitignore patterns (``*``, ``?``, ``**``; brackets are
-literal): ``//abs/path`` is absolute, ``~/path`` is under the home directory,
-``/path``, ``./path`` and ``dir/path`` are under the workspace, and a bare name
-such as ``.env`` or ``*.pem`` matches at any depth under the workspace. A
-pattern that matches a directory covers everything in it, and ``dir/**`` also
-matches ``dir``, so ``Read(secrets/**)`` stops a grep of ``secrets`` too. The
+File specifiers are gitignore patterns (``teamrt.tools.specifiers``). The
 call's ``file_path`` (or ``path``) is resolved against the workspace, with
 ``..`` and symlinks resolved, before it is matched; a read, glob or grep without
 one is about the workspace. The file tools also skip, in their walks, and refuse
@@ -79,19 +72,17 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from teamrt.errors import UserError
 from teamrt.tools.names import LATER, canonical
-from teamrt.tools.shell.parse import ShellSyntaxError, parse
-from teamrt.tools.shell.programs import Command, Reading, read
+from teamrt.tools.shell.programs import Reading, read
+from teamrt.tools.specifiers import command_patterns, path_pattern
 from teamrt.tools.web.address import domain_name, host_of
 
 
@@ -182,7 +173,7 @@ class Rule:
             if specifier == "*":
                 return cls(tool, None, text, origin)
             try:
-                _command_patterns(specifier)
+                command_patterns(specifier)
             except ValueError as e:
                 raise RuleError(text, str(e)) from None
         elif tool == "webfetch":
@@ -397,7 +388,7 @@ def _hits(
         if about is None:
             return " (teamrt cannot check its specifier, so it applies to every use)"
         return "" if about else None
-    _, by_name = _command_patterns(rule.specifier)
+    _, by_name = command_patterns(rule.specifier)
     maybe = None
     for command in reading.commands:
         if by_name.certain(command):
@@ -436,7 +427,7 @@ def _allowing(
         return []
     used: list[Rule] = []
     for command in reading.commands:
-        found = next((r for r in covering if _command_patterns(r.specifier or "")[0].certain(command)), None)
+        found = next((r for r in covering if command_patterns(r.specifier or "")[0].certain(command)), None)
         if found is None:
             return []
         if found not in used:
@@ -453,86 +444,6 @@ def _brief(text: str, limit: int = 60) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _legacy_prefix(specifier: str) -> str:
-    """``npm run test:*`` is the older spelling of ``npm run test *``."""
-    return specifier[:-2] + " *" if specifier.endswith(":*") else specifier
-
-
-@dataclass(frozen=True)
-class _Glob:
-    """Text in which each ``*`` matches any run of characters."""
-
-    chunks: tuple[str, ...]
-    """The literal text between the stars."""
-
-    def matches(self, text: str) -> bool:
-        return _regex(self.chunks).fullmatch(text) is not None
-
-    def may_extend(self, prefix: str) -> bool:
-        """Whether some text that starts with ``prefix`` matches."""
-        first = self.chunks[0]
-        return first.startswith(prefix) or (len(self.chunks) > 1 and prefix.startswith(first))
-
-    def extends(self, prefix: str) -> bool:
-        """Whether every text that starts with ``prefix`` matches: the glob ends in a star that can take
-        all that follows some start of ``prefix``."""
-        return (
-            self.chunks[-1] == ""
-            and len(self.chunks) > 1
-            and _regex(self.chunks[:-1]).match(prefix) is not None
-        )
-
-
-@cache
-def _regex(chunks: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(".*".join(map(re.escape, chunks)), re.DOTALL)
-
-
-@dataclass(frozen=True)
-class _Pattern:
-    """What a Bash rule matches: one or two globs over a command's text."""
-
-    globs: tuple[_Glob, ...]
-    path: bool
-    """Whether the command is matched with its program as written (else by its name alone)."""
-
-    def certain(self, command: Command) -> bool:
-        """Whether the command matches however its arguments that are not plain text turn out."""
-        text = command.text(path=self.path)
-        if not any(glob.matches(text) for glob in self.globs):
-            return False
-        return not command.open or any(glob.extends(text + " ") for glob in self.globs)
-
-    def possible(self, command: Command) -> bool:
-        """Whether the command may match, its arguments that are not plain text being anything."""
-        text = command.text(path=self.path)
-        if any(glob.matches(text) for glob in self.globs):
-            return True
-        return command.open and any(glob.may_extend(text + " ") for glob in self.globs)
-
-
-@cache
-def _command_patterns(specifier: str) -> tuple[_Pattern, _Pattern]:
-    """A Bash rule's patterns: as written (for allow rules) and by program name (for deny and ask rules).
-
-    Raises ValueError when the specifier is not one simple command."""
-    try:
-        script = parse(_legacy_prefix(specifier))
-    except ShellSyntaxError as e:
-        raise ValueError(e.reason) from None
-    if len(script.commands) != 1 or script.substitution or script.functions or not script.commands[0].words:
-        raise ValueError("a Bash rule matches one simple command; write one rule per command")
-    words = [word.text for word in script.commands[0].words]
-    name = [words[0].rsplit("/", 1)[-1], *words[1:]]
-    return _pattern(words, path=True), _pattern(name, path=False)
-
-
-def _pattern(words: list[str], *, path: bool) -> _Pattern:
-    text = " ".join(words)
-    texts = (text[:-2], text) if text.endswith(" *") else (text,)
-    return _Pattern(tuple(_Glob(tuple(t.split("*"))) for t in texts), path)
 
 
 def _target(input: Mapping[str, Any], workspace: Path) -> Path | None:
@@ -573,33 +484,8 @@ def _subject(tool: str, input: Mapping[str, Any], workspace: Path) -> Path | Non
 
 def _covers(specifier: str, path: Path, workspace: Path) -> bool:
     """Whether a file specifier matches the canonical ``path`` or a directory above it."""
-    pattern = _path_pattern(specifier, workspace)
+    pattern = path_pattern(specifier, workspace)
     return any(pattern.fullmatch(str(p)) for p in (path, *path.parents))
-
-
-def _path_pattern(specifier: str, workspace: Path) -> re.Pattern[str]:
-    """An absolute-path pattern for a gitignore-style specifier; its literal leading directories resolved."""
-    root = os.path.realpath(workspace)
-    if specifier.startswith("//"):
-        base, rest = "/", specifier[2:]
-    elif specifier == "~" or specifier.startswith("~/"):
-        base, rest = str(Path.home()), specifier[2:]
-    elif specifier.startswith("/") or "/" in specifier.rstrip("/"):
-        base, rest = root, specifier
-    else:
-        base, rest = root, "**/" + specifier
-    parts = [part for part in posixpath.normpath(base + "/" + rest.strip("/")).split("/") if part]
-    literal = next((i for i, part in enumerate(parts) if "*" in part or "?" in part), len(parts))
-    head = os.path.realpath("/" + "/".join(parts[:literal]))
-    regex = "" if head == "/" else re.escape(head)
-    for part in parts[literal:]:
-        if part == "**":
-            regex += "(?:/.+)?"
-        else:
-            regex += "/" + "".join(
-                "[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in part
-            )
-    return re.compile(regex or "/", re.DOTALL)
 
 
 def _quote(text: str) -> str:

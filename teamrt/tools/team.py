@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
+from teamrt.events import SpawnKind
 from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
 from teamrt.tools.todo import TodoWrite
 
-KINDS = ("fork", "worktree", "team")
+KINDS: tuple[SpawnKind, ...] = get_args(SpawnKind)
 """What ``spawn_agent`` starts. A ``Task`` call starts a fork, or a ``task``: one agent of a role, in its
 caller's workspace, that ends when it answers."""
 GENERAL_PURPOSE = "general-purpose"

@@ -8,11 +8,11 @@ changes no file and runs no program, so it needs no permission.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
 
-TODOS_EVENT = "todos"
+TODOS_EVENT: Final = "todos"
 """The event holding an agent's latest list: ``{"todos": [{content, status, activeForm}, ...]}``."""
 STATUSES = ("pending", "in_progress", "completed")
 TODO_ITEMS = 100

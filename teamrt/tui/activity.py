@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from teamrt.runs.query import describe_call
+from teamrt.runs.render import describe_call
 from teamrt.store import AgentRecord, ToolCallRecord
 
 WAITING = "waiting for approval"

@@ -24,7 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from teamrt.models.registry import is_sim
-from teamrt.runs.query import money
+from teamrt.runs.render import money
 from teamrt.tui.look import name_text, plain, status_text, tokens_text
 from teamrt.tui.state import AgentRow
 

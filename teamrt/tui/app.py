@@ -1,4 +1,5 @@
-"""``teamrt tui``: the Textual app, its screens and its one stylesheet.
+"""``teamrt tui``: the Textual app. It holds the runs list, opens and closes run views on the screens'
+messages (``OpenRun``, ``OpenRuns``) and loads the one stylesheet (``teamrt.tcss``).
 
 It reads stores and run directories and acts only by mail or by starting
 ``teamrt resume`` (docs/architecture.md, "Data flow"); the one file it writes
@@ -10,53 +11,32 @@ benchmark reads it).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, ClassVar
 
+from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 
 from teamrt.terminal import clean, clean_line
 from teamrt.tui.dialogs import HelpScreen
+from teamrt.tui.look import NARROW
 from teamrt.tui.run_screen import RunScreen
 from teamrt.tui.runs_screen import RunsScreen
-from teamrt.tui.screen import NARROW
+from teamrt.tui.screen import OpenRun, OpenRuns, TuiOptions
 from teamrt.tui.state import AgentRow
 
 PICTURES_DIR = "screenshots"
-
-CSS = """
-#totals { height: 2; padding: 0 1; background: $boost; }
-#runs-title { height: auto; padding: 0 1; background: $boost; }
-#filter { height: 3; }
-.hidden { display: none; }
-#agents { height: 1fr; min-height: 6; }
-#bottom { height: 2fr; }
-#detail { width: 3fr; }
-#agent-title { height: 1; padding: 0 1; background: $boost; }
-#side { width: 2fr; }
-#tasks { height: 9; border-top: solid $panel; }
-#events { height: 1fr; border-top: solid $panel; overflow: hidden; }
-RunScreen.-agent-only #agents, RunScreen.-agent-only #side { display: none; }
-RunScreen.-agent-only #bottom { height: 1fr; }
-#dialog {
-    width: 80; max-width: 100%; height: auto; max-height: 100%; overflow-y: auto;
-    padding: 1 2; border: thick $accent; background: $surface;
-}
-#dialog.help { padding: 0 2; }
-ModalScreen { align: center middle; }
-"""
 
 
 class TeamApp(App[None]):
     TITLE = "teamrt"
     ENABLE_COMMAND_PALETTE = False
-    CSS = CSS
+    CSS_PATH = "teamrt.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "help", show=False),
         Binding("s", "picture", "picture"),  # offered on a wide screen; the key works on any
@@ -75,24 +55,28 @@ class TeamApp(App[None]):
         super().__init__()
         self.runs_dir = runs_dir
         self.first_run = run_id
-        self.clock = clock
-        self.blink = blink
-        self.rereads = threading.Event()  # set: read the runs list again now
         self._trace: IO[str] | None = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115
+        self.options = TuiOptions(runs_dir, clock, blink, self.trace)
+        self.runs = RunsScreen(self.options)
 
     def on_mount(self) -> None:
-        self.push_screen(RunsScreen())
+        self.push_screen(self.runs)
         if self.first_run is not None:
             self.open_run(self.first_run)
 
-    def open_run(self, run_id: str) -> None:
-        self.push_screen(RunScreen(self.runs_dir / run_id, run_id))
+    @on(OpenRun)
+    def _open_run(self, message: OpenRun) -> None:
+        self.open_run(message.run_id)
 
+    def open_run(self, run_id: str) -> None:
+        self.push_screen(RunScreen(self.options, self.runs_dir / run_id, run_id))
+
+    @on(OpenRuns)
     def open_runs(self) -> None:
-        """Back to the runs list (it is always the screen under a run view)."""
+        """Back to the runs list (it is always the screen under a run view), read again at once."""
         if isinstance(self.screen, RunScreen):
             self.pop_screen()
-            self.rereads.set()
+            self.runs.rereads.set()
 
     def notify(
         self,

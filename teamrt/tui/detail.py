@@ -16,7 +16,7 @@ from typing import Any
 
 from teamrt.mailbox.maildir import peek
 from teamrt.mailbox.message import preview
-from teamrt.runs.query import describe_call
+from teamrt.runs.render import describe_call
 from teamrt.runs.steer import MAILBOX_DIR
 from teamrt.runtime.stream import STREAM_DIR
 from teamrt.store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord

@@ -1,5 +1,5 @@
-"""How statuses, agents and figures look: one place for the TUI's colours and number formats, and for
-what makes text from agents safe to draw (``plain``, ``inert``)."""
+"""How statuses, agents and figures look: one place for the TUI's colours, number formats and narrow
+width, and for what makes text from agents safe to draw (``plain``, ``inert``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from rich.text import Text
 
 from teamrt.terminal import clean, clean_line
 
+NARROW = 100
+"""A screen narrower than this has a compact footer without the less needed keys (an 80-column one
+keeps ``? help q quit`` in view)."""
 STATUS_STYLE = {
     "pending": "dim",
     "running": "bold green",

@@ -32,7 +32,7 @@ from teamrt.tui import actions
 from teamrt.tui.agent_list import AgentList
 from teamrt.tui.dialogs import ConfirmDialog, MessageDialog
 from teamrt.tui.look import plain
-from teamrt.tui.screen import TeamScreen
+from teamrt.tui.screen import OpenRuns, TeamScreen, TuiOptions
 from teamrt.tui.state import RunFollower, RunState
 from teamrt.tui.widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
 
@@ -79,8 +79,8 @@ class RunScreen(TeamScreen):
         Binding("q", "app.quit", "quit"),
     ]
 
-    def __init__(self, run_dir: Path, run_id: str) -> None:
-        super().__init__()
+    def __init__(self, options: TuiOptions, run_dir: Path, run_id: str) -> None:
+        super().__init__(options)
         self.run_dir = run_dir
         self.run_id = run_id
         self.state: RunState | None = None
@@ -171,12 +171,12 @@ class RunScreen(TeamScreen):
             self._show(self.state)
 
     def _show(self, state: RunState) -> None:
-        now = self.team_app.clock()
+        now = self.options.clock()
         self.query_one(Totals).show(state, now)
         table = self.query_one(AgentList)
         rows = [r for r in state.agents if _matches(self._filter, r.name, r.role, r.status, r.activity)]
         changed = table.apply(rows)
-        self.team_app.trace(changed)
+        self.options.trace(changed)
         if self._selected != table.selected:
             self._select(table.selected)
         detail = state.detail if state.detail and state.detail.name == self._selected else None
@@ -255,7 +255,7 @@ class RunScreen(TeamScreen):
         elif not self.query_one("#filter").has_class("hidden"):
             self._close_filter(clear=True)
         else:
-            self.team_app.open_runs()
+            self.post_message(OpenRuns())
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -290,7 +290,7 @@ class RunScreen(TeamScreen):
             if text:
                 self.act(lambda: actions.message(self.run_dir, self.run_id, agent, text))
 
-        self.app.push_screen(MessageDialog(agent, blink=self.team_app.blink), send)
+        self.app.push_screen(MessageDialog(agent, blink=self.options.blink), send)
 
     def action_stop(self) -> None:
         agent = self._selected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import ClassVar
 
 from rich.text import Text
@@ -12,10 +13,11 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
-from teamrt.runs.query import CRASHED, RunSummary, SummaryCache, age_text, list_runs, spent_text
+from teamrt.runs.query import CRASHED, RunSummary, SummaryCache, list_runs
+from teamrt.runs.render import age_text, spent_text
 from teamrt.terminal import clean
 from teamrt.tui.look import status_text, tokens_text
-from teamrt.tui.screen import TeamScreen
+from teamrt.tui.screen import OpenRun, TeamScreen, TuiOptions
 from teamrt.tui.widgets import KeyTable
 
 REREAD_S = 1.0
@@ -58,9 +60,10 @@ class RunsScreen(TeamScreen):
         Binding("q", "app.quit", "quit"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, options: TuiOptions) -> None:
+        super().__init__(options)
         self.runs: list[RunSummary] = []
+        self.rereads = threading.Event()  # set: read the runs list again now
         self._resumable = False  # the selected run crashed: the footer offers r
         self._filter = ""
         self._cache: SummaryCache = {}  # the worker's: runs not live are read again only when written
@@ -79,10 +82,10 @@ class RunsScreen(TeamScreen):
     def _read(self) -> None:
         worker = get_current_worker()
         while not worker.is_cancelled:
-            if self.app.screen is self:  # under a run view it waits (open_runs wakes it)
-                self.post_message(RunsRead(list_runs(self.team_app.runs_dir, self._cache)))
-            self.team_app.rereads.wait(REREAD_S)
-            self.team_app.rereads.clear()
+            if self.app.screen is self:  # under a run view it waits (the app wakes it on the way back)
+                self.post_message(RunsRead(list_runs(self.options.runs_dir, self._cache)))
+            self.rereads.wait(REREAD_S)
+            self.rereads.clear()
 
     def on_runs_read(self, message: RunsRead) -> None:
         self.runs = message.runs
@@ -91,7 +94,7 @@ class RunsScreen(TeamScreen):
     def _show(self) -> None:
         table = self.query_one("#runs", KeyTable)
         selected = table.cursor_key
-        now = self.team_app.clock()
+        now = self.options.clock()
         shown = [
             s for s in self.runs if not self._filter or self._filter in f"{s.id} {s.status} {s.task}".lower()
         ]
@@ -102,7 +105,7 @@ class RunsScreen(TeamScreen):
             f"  {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
         )
         if not self.runs:
-            where = self.team_app.runs_dir
+            where = self.options.runs_dir
             title.append(
                 f"\n\nno runs yet in {where}; start one with: teamrt run TEAMFILE --tui, or teamrt demo"
             )
@@ -135,7 +138,7 @@ class RunsScreen(TeamScreen):
     def action_open(self) -> None:
         run = self._selected()
         if run is not None:
-            self.team_app.open_run(run)
+            self.post_message(OpenRun(run))
 
     def action_resume(self, offered: bool = True) -> None:
         """``r``; ``offered``: from the footer's binding (else the hidden one that says why not)."""
@@ -144,7 +147,7 @@ class RunsScreen(TeamScreen):
             self.resume(summary.id, summary.status)
 
     def acted(self) -> None:
-        self.team_app.rereads.set()
+        self.rereads.set()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:

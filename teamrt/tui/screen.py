@@ -1,28 +1,55 @@
-"""What the two screens share: their app, a footer fit to the width, a filter box, and actions run
-off the app's thread."""
+"""What the two screens share: the app's options, the messages they send it, a footer fit to the
+width, a filter box, and actions run off the app's thread.
+
+The screens never call the app: they read ``TuiOptions`` and post ``OpenRun`` and ``OpenRuns``, which
+the app handles (so this module, below the app, imports nothing of it).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from textual import work
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from teamrt.tui import actions
+from teamrt.tui.look import NARROW
+from teamrt.tui.state import AgentRow
 
-if TYPE_CHECKING:
-    from teamrt.tui.app import TeamApp
 
-NARROW = 100
-"""A screen narrower than this has a compact footer without the less needed keys (an 80-column one
-keeps ``? help q quit`` in view)."""
+@dataclass(frozen=True)
+class TuiOptions:
+    """What the app gives its screens."""
+
+    runs_dir: Path
+    clock: Callable[[], float]
+    """Now, for ages (fixed in tests)."""
+    blink: bool
+    """Whether a text cursor blinks (still in tests)."""
+    trace: Callable[[Sequence[AgentRow]], None]
+    """Called with the agent rows a run view changed, as it applies them (the TUI benchmark's trace)."""
+
+
+class OpenRun(Message):
+    """Open the run view of ``run_id``."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+
+class OpenRuns(Message):
+    """Back to the runs list."""
 
 
 class TeamScreen(Screen[None]):
-    @property
-    def team_app(self) -> TeamApp:
-        return self.app  # type: ignore[return-value]
+    def __init__(self, options: TuiOptions) -> None:
+        super().__init__()
+        self.options = options
 
     def on_resize(self) -> None:
         for footer in self.query(Footer):

@@ -25,12 +25,12 @@ from teamrt.runs.query import (
     CRASHED,
     LIVE_AGENT,
     PendingAsk,
-    agent_tree,
     as_pending,
     run_status,
     sandbox_of,
     unconfined_run,
 )
+from teamrt.runs.render import agent_tree
 from teamrt.runtime.asking import ANSWERED, ASK
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.runtime.stream import STREAM_DIR

@@ -15,15 +15,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from teamrt.runs.follow import describe_event
-from teamrt.runs.query import (
-    PendingAsk,
-    age_text,
-    budget_text,
-    describe_call,
-    duration_text,
-    money,
-    simulated,
-)
+from teamrt.runs.query import PendingAsk, simulated
+from teamrt.runs.render import age_text, budget_text, describe_call, duration_text, money
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.store import EventRecord, MergeRecord, TaskRecord
 from teamrt.terminal import clean

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from teamrt.sandbox.bwrap import Sandbox
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.protect import protected_paths
-from teamrt.tools.base import ToolContext
 from teamrt.tools.shell.bash import run_in_group
 from teamrt.worktree.git import GitError, GitRepo, status_paths
 
@@ -177,11 +177,11 @@ async def _in_sandbox(
     allowlisted environment): an agent there gets no bash unless the run opted in.
     """
     protected = protected_paths((checkout.path,), home=run_dir.parent.parent, git_dir=repo.git_dir)
-    ctx = ToolContext(
+    confinement = Confinement(
         checkout.path, run_dir, env={**checkout.env(repo), **extra}, readable=(repo.git_dir,),
         writable=checkout.writable, protected=protected,
     )  # fmt: skip
-    done = await run_in_group(sandbox.command(script, ctx), checkout.path, GIT_TIMEOUT)
+    done = await run_in_group(sandbox.command(script, confinement), checkout.path, GIT_TIMEOUT)
     if check and done.code != 0:
         why = done.killed or done.code
         raise GitError(f"git in {checkout.agent}'s worktree failed ({why}): {done.output.strip()[:500]}")

@@ -163,7 +163,7 @@ class Judgement:
 
 
 TOLERATED = "but every failing test failed before this merge too"
-"""In a passed gate's note when the tip failed too (``supervisor.gates_said`` looks for it)."""
+"""In a passed gate's note when the tip failed too (``landing.gates_said`` looks for it)."""
 
 
 def judge(now: Run, tip: Run | None) -> Judgement:

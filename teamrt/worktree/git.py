@@ -39,7 +39,7 @@ from typing import BinaryIO
 
 import git
 
-from teamrt.errors import TeamrtError
+from teamrt.errors import UserError
 
 PINNED = (
     "core.hooksPath=/dev/null",  # hooks: .git/hooks, or a (tracked) directory the repository names
@@ -74,7 +74,7 @@ FULL_DISK = {"no space left on device": errno.ENOSPC, "disk quota exceeded": err
 """What git (and the C library under it) says when a write is refused for want of room, and its errno."""
 
 
-class GitError(TeamrtError):
+class GitError(UserError):
     """A git command that failed; the message is one line naming it, then git's own words."""
 
     def __init__(self, message: str, output: str = "") -> None:

@@ -38,16 +38,17 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from sqlalchemy import Connection
 
 from teamrt import faults
 from teamrt.errors import TeamrtError
 from teamrt.sandbox.bwrap import Sandbox
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.sandbox.protect import protected_paths
 from teamrt.store import Store
-from teamrt.tools.base import ToolContext
 from teamrt.tools.shell.bash import run_in_group
 from teamrt.worktree.branchcheck import check_range, refusal
 from teamrt.worktree.gates import ReportError, Run, judge, prepare, read_report, runner_of
@@ -59,7 +60,7 @@ OUTPUT_CHARS = 8_000
 
 MOVED_RETRIES = 3
 """How often a merge is made again on a new tip after the integration branch moved under it."""
-RETRIED = "merge.retried"
+RETRIED: Final = "merge.retried"
 """The event of a merge made again because the integration branch moved under it."""
 
 
@@ -217,11 +218,12 @@ class MergeQueue:
             protected = protected_paths(
                 (self.path,), home=self.run_dir.parent.parent, git_dir=self.repo.git_dir
             )
-            ctx = ToolContext(
+            confinement = Confinement(
                 self.path, self.run_dir, env=env, writable=(report_dir,), protected=protected,
                 policy=self.policy,
             )  # fmt: skip
-            done = await run_in_group(self.sandbox.command(command, ctx), self.path, self.gate_timeout)
+            confined = self.sandbox.command(command, confinement)
+            done = await run_in_group(confined, self.path, self.gate_timeout)
             report, error = None, None
             if done.code is not None:
                 try:

@@ -41,6 +41,7 @@ from teamrt.runtime.teamrun import (
 from teamrt.sim import SimRequest, SimServer
 from teamrt.store import create_store, open_store
 from teamrt.team import TeamFileError, load_team, team_to_json
+from teamrt.testing import run_on_sim
 from teamrt.tools.names import canonical
 from teamrt.tools.team import team_tools
 from tests.helpers.teams import FAST
@@ -750,18 +751,9 @@ def test_a_run_on_sim_spawns_a_project_agent_on_its_own_model(tmp_path: Path) ->
         return Reply().say(f"{request.model} with {sorted(request.tool_names)}")
 
     run_dir = project / ".teamrt" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
-    store = create_store(run_dir, "r1", task="go", workdir=str(project))
     with SimServer(record=True, policies={"lead": lead, "code-reviewer": child, "guesser": child}) as sim:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=scan.definitions, project=project,
-            settings=FAST, sim=sim,
-        )  # fmt: skip
-        try:
-            outcome = asyncio.run(asyncio.wait_for(supervisor.run("go"), 90))
-            models = {a.name: a.model for a in store.reader.agents()}
-        finally:
-            store.close()
+        outcome = run_on_sim(team, "go", project=project, sim=sim, run_dir=run_dir, settings=FAST, timeout=90)
+        models = {a.name: a.model for a in outcome.agents}
         lead_system = next(r.system for r in map(request_of, sim.bodies) if r.agent == "lead")
         reviewer_tools = next(r.tool_names for r in map(request_of, sim.bodies) if r.agent == "code-reviewer")
     assert outcome.status == "done", outcome

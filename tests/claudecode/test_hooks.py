@@ -45,6 +45,7 @@ from teamrt.runtime.hooks import HOOK_EVENT, MAX_CONTINUATIONS, RunHooks, contex
 from teamrt.runtime.loop import AgentLoop
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.sandbox.bwrap import Sandbox, default_sandbox
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.store import EventRecord, create_store
 from teamrt.team import Role, Team, team_to_json
@@ -311,21 +312,21 @@ def test_the_hooks_of_one_event_answer_together() -> None:
 
 
 @pytest.fixture
-def hook_ctx(tmp_path: Path) -> ToolContext:
+def hook_ctx(tmp_path: Path) -> Confinement:
     workspace = tmp_path / "project"
     workspace.mkdir()
     run_dir = tmp_path / "home" / "runs" / "r1"
     run_dir.mkdir(parents=True)
-    return ToolContext(workspace=workspace, run_dir=run_dir)
+    return Confinement(workspace=workspace, run_dir=run_dir)
 
 
-def run_one(text: str, ctx: ToolContext, payload: dict[str, Any] | None = None, **kw: Any) -> Ran:
+def run_one(text: str, ctx: Confinement, payload: dict[str, Any] | None = None, **kw: Any) -> Ran:
     hook = Hook("PreToolUse", "", text, kw.pop("timeout", 10.0), "project", Path("/p"))
     return asyncio.run(run_hook(hook, payload or {}, ctx, **kw))
 
 
 @needs_bwrap
-def test_a_hook_gets_the_event_on_stdin_in_the_workspace(hook_ctx: ToolContext) -> None:
+def test_a_hook_gets_the_event_on_stdin_in_the_workspace(hook_ctx: Confinement) -> None:
     payload = {"tool_name": "Bash", "tool_input": {"command": "ls"}}
     done = run_one('cat > got.json; echo "$CLAUDE_PROJECT_DIR $PWD"', hook_ctx, payload)
     assert (done.code, done.stdout.split()) == (0, [str(hook_ctx.workspace)] * 2)
@@ -334,7 +335,7 @@ def test_a_hook_gets_the_event_on_stdin_in_the_workspace(hook_ctx: ToolContext) 
 
 @needs_bwrap
 @pytest.mark.hostile
-def test_attack_tool_input_never_reaches_the_hooks_shell(hook_ctx: ToolContext) -> None:
+def test_attack_tool_input_never_reaches_the_hooks_shell(hook_ctx: Confinement) -> None:
     """What the model writes is data on stdin: substitutions, quotes and newlines in it run nothing."""
     attack = {
         "command": "$(touch pwned1)",
@@ -352,7 +353,7 @@ def test_attack_tool_input_never_reaches_the_hooks_shell(hook_ctx: ToolContext) 
 
 @needs_bwrap
 @pytest.mark.hostile
-def test_attack_a_hook_is_confined_like_bash(hook_ctx: ToolContext, tmp_path: Path) -> None:
+def test_attack_a_hook_is_confined_like_bash(hook_ctx: Confinement, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     secret = outside / "secret.txt"
@@ -367,7 +368,7 @@ def test_attack_a_hook_is_confined_like_bash(hook_ctx: ToolContext, tmp_path: Pa
 
 @needs_bwrap
 @pytest.mark.hostile
-def test_attack_a_hook_that_hangs_is_killed_at_its_timeout_with_all_it_started(hook_ctx: ToolContext) -> None:
+def test_attack_a_hook_that_hangs_is_killed_at_its_timeout_with_all_it_started(hook_ctx: Confinement) -> None:
     seconds = f"300.{os.getpid()}{secrets.randbelow(10**6):06}"  # only this test's sleeps have it
     began = time.monotonic()
     done = run_one(f"sleep {seconds} & (setsid sleep {seconds} &) ; sleep {seconds}", hook_ctx, timeout=1.0)
@@ -393,10 +394,10 @@ def sleepers(seconds: str) -> list[int]:
 
 
 @pytest.mark.hostile
-def test_attack_an_unconfined_hooks_group_is_killed_at_its_timeout(hook_ctx: ToolContext) -> None:
+def test_attack_an_unconfined_hooks_group_is_killed_at_its_timeout(hook_ctx: Confinement) -> None:
     """Without bubblewrap (a run that opted in) the group is the unit of cleanup: its background child
     dies with it."""
-    ctx = ToolContext(
+    ctx = Confinement(
         workspace=hook_ctx.workspace, run_dir=hook_ctx.run_dir, policy=SandboxPolicy(unconfined=True)
     )
     done = run_one("sleep 300 & echo $! > child.pid; sleep 300", ctx, timeout=1.0, sandbox=Sandbox(None))
@@ -417,7 +418,7 @@ def _state(pid: int) -> str:
 
 @needs_bwrap
 @pytest.mark.hostile
-def test_attack_a_hook_that_prints_10_mb_and_never_reads_its_stdin(hook_ctx: ToolContext) -> None:
+def test_attack_a_hook_that_prints_10_mb_and_never_reads_its_stdin(hook_ctx: Confinement) -> None:
     text = "head -c 10000000 /dev/zero | tr '\\0' x; head -c 10000000 /dev/zero | tr '\\0' y >&2; exit 2"
     done = run_one(text, hook_ctx, {"content": "z" * 5_000_000})  # more than a pipe holds
     assert (done.code, done.timed_out) == (2, False), "it ended by itself, not stuck until its timeout"
@@ -427,7 +428,7 @@ def test_attack_a_hook_that_prints_10_mb_and_never_reads_its_stdin(hook_ctx: Too
     assert block is not None and len(block) < TEXT_CHARS + 100 and block.startswith("yyyy")
 
 
-def test_a_hook_is_not_run_where_the_sandbox_refuses_it(hook_ctx: ToolContext) -> None:
+def test_a_hook_is_not_run_where_the_sandbox_refuses_it(hook_ctx: Confinement) -> None:
     done = run_one("touch ran", hook_ctx, sandbox=Sandbox(None))
     assert (done.code, done.failure.startswith("not run: bubblewrap")) == (None, True)
     assert not (hook_ctx.workspace / "ran").exists()

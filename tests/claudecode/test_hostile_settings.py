@@ -29,6 +29,7 @@ from teamrt.claudecode.settings import (
     read_settings_files,
 )
 from teamrt.cli import main
+from teamrt.cli.project import trust_state
 from teamrt.mcp.config import load_mcp_config
 from tests.helpers.hostile import GIT_IDENTITY, Call, Said, Scene
 from tests.helpers.machine import needs_bwrap
@@ -318,7 +319,7 @@ def test_attack_trusting_the_hooks_before_the_allow_rules_came_does_not_cover_th
     said = scene.attack(bash(TOUCH), mode="default")
     assert refused_by_ask(said[0]) and not (scene.project / "pwned").exists()
     [entry] = trust.trusted_projects().values()
-    assert trust.trust_state(entry) == "in force; allow rules not trusted"
+    assert trust_state(entry) == "in force; allow rules not trusted"
 
 
 @needs_bwrap
@@ -571,6 +572,6 @@ def test_trust_lists_the_state_of_allow_rules(scene: Scene, monkeypatch: pytest.
     path = repository_settings(scene, {"permissions": {"allow": ["Bash(make test)"]}})
     assert trust_cli(scene, monkeypatch, "--yes") == 0
     [entry] = trust.trusted_projects().values()
-    assert trust.trust_state(entry) == "no hooks now; allow rules in force"
+    assert trust_state(entry) == "no hooks now; allow rules in force"
     write_json(path, {"permissions": {"allow": ["Bash(make test)", "Bash"]}})
-    assert trust.trust_state(entry) == "no hooks now; allow rules lapsed"
+    assert trust_state(entry) == "no hooks now; allow rules lapsed"

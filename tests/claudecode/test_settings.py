@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from teamrt.api import RunResult
 from teamrt.claudecode import trust
 from teamrt.claudecode.settings import (
     MAX_BYTES,
@@ -22,7 +23,6 @@ from teamrt.claudecode.settings import (
     read_settings_files,
 )
 from teamrt.models import Reply
-from teamrt.runtime.agent import Outcome
 from teamrt.settings import SettingsError as TeamrtSettingsError
 from teamrt.sim import SimRequest, SimServer
 from teamrt.tools.permissions import Permissions, Verdict
@@ -315,7 +315,7 @@ def sim() -> Iterator[SimServer]:
         yield server
 
 
-def run(project: Path, sim: SimServer, team: str = TEAM) -> Outcome:
+def run(project: Path, sim: SimServer, team: str = TEAM) -> RunResult:
     (project / "team.toml").write_text(team)
     return supervise(project, sim, project.parent / "home" / "runs" / "r1")
 

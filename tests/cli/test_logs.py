@@ -25,6 +25,7 @@ from teamrt.sim import SimServer
 from teamrt.sim.policy import SimRequest, echo
 from teamrt.store import EventRecord, Store, create_store, open_reader
 from tests.cli.test_run import teamrt
+from tests.helpers.events import marker
 
 TIMEOUT_S = 60
 
@@ -372,7 +373,7 @@ def test_logs_follow_json_prints_events_as_they_come(tmp_path: Path, lines: list
         live = Lines("logs", "r1", "-f", "--json", project=tmp_path)
         lines.append(live)
         live.until('"run.owner"')
-        asyncio.run(store.append_event("noted", {"n": 1}, agent="lead"))
+        asyncio.run(store.append_event(marker("noted"), {"n": 1}, agent="lead"))
         live.until('"noted"')
         assert live.proc.poll() is None, "-f waits while the run lives"
         asyncio.run(store.set_run_status("done"))

@@ -20,7 +20,7 @@ import pytest
 from teamrt.cli import main
 from teamrt.home import existing_run_dir
 from teamrt.mailbox import Mailbox, Message
-from teamrt.runs.query import age_text, duration_text
+from teamrt.runs.render import age_text, duration_text
 from teamrt.store import Store, Usage, create_store
 
 CRASHER = """

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 from pathlib import Path
 
-from teamrt.agents import load_definitions
-from teamrt.runtime.agent import Outcome
-from teamrt.runtime.supervisor import Supervisor
+from teamrt.api import RunResult
 from teamrt.sim import SimServer
-from teamrt.store import Store, create_store
-from teamrt.team import load_team
-from teamrt.worktree import GitRepo, Worktrees
-from tests.helpers.teams import FAST
+from teamrt.testing import run_on_sim
+from teamrt.worktree import GitRepo
+from tests.helpers.teams import FAST, Kept, kept
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "User",
@@ -67,34 +63,18 @@ def snapshot(repo: Path) -> dict[str, object]:
 
 def run_worktree_team(
     project: Path, sim: SimServer, prompt: str, run: str = "r1", timeout: float = 90
-) -> tuple[Outcome, Store]:
+) -> tuple[RunResult, Kept]:
     """Run the team of ``project/team.toml`` as ``teamrt run`` would, with worktrees, on ``sim``."""
-    run_dir = project / ".teamrt" / "runs" / run
-    run_dir.mkdir(parents=True)
     repo = GitRepo.find(project)
-    assert repo is not None
-    base = repo.head()
-    assert base is not None
-    team = load_team(project / "team.toml", project=project)
-    integration = team.integration_branch or f"teamrt/{run}"
-    store = create_store(
-        run_dir, run, task=prompt, workdir=str(project), base_head=base,
-        settings={"integration_branch": integration, "gates": list(team.gates)},
-    )  # fmt: skip
-
-    async def go() -> Outcome:
-        worktrees = Worktrees(
-            repo=repo, store=store, run_dir=run_dir, run_id=run, base=base, project=project,
-            integration=integration, gates=team.gates, gate_timeout=team.gate_timeout, policy=team.sandbox,
-            team_file=team.path,
-        )  # fmt: skip
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
-            project=project, settings=FAST, sim=sim, worktrees=worktrees,
-        )  # fmt: skip
-        return await asyncio.wait_for(supervisor.run(prompt), timeout)
-
-    try:
-        return asyncio.run(go()), store
-    finally:
-        store.close()
+    assert repo is not None and repo.head() is not None, "worktrees need a repository with a commit"
+    result = run_on_sim(
+        project / "team.toml",
+        prompt,
+        project=project,
+        sim=sim,
+        run_dir=project / ".teamrt" / "runs" / run,
+        run_id=run,
+        settings=FAST,
+        timeout=timeout,
+    )
+    return result, kept(result)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from teamrt.api import RunResult
 from teamrt.models import ModelRequest, ModelResponse, open_model
 from teamrt.settings import ModelSettings, Settings
 from teamrt.sim import SimServer
-
-if TYPE_CHECKING:
-    from teamrt.runtime.agent import Outcome
+from teamrt.store import StoreReader, open_reader
+from teamrt.testing import run_on_sim
 
 FAST = Settings(
     model=ModelSettings(stall_seconds=0.5, stream_retries=2, stream_retry_delay=0.01, sdk_retries=2)
@@ -19,28 +20,34 @@ FAST = Settings(
 """Model settings that keep retries and stalls short in tests."""
 
 
-def supervise(project: Path, sim: SimServer, run_dir: Path, prompt: str = "go") -> Outcome:
-    """``prompt`` run to its end by the real supervisor, as ``project``'s ``team.toml`` says, its models on
-    ``sim``, in a new run kept in ``run_dir``; 60 s only bound a hang."""
-    from teamrt.agents import load_definitions
-    from teamrt.runtime.supervisor import Supervisor
-    from teamrt.store import create_store
-    from teamrt.team import load_team
+@dataclass(frozen=True)
+class Kept:
+    """A finished run's store as a test reads it: ``kept.reader``, as the ``Store`` that ran it has one."""
 
-    run_dir.mkdir(parents=True)
-    store = create_store(run_dir, "r1", task=prompt, workdir=str(project))
+    reader: StoreReader
 
-    async def go() -> Outcome:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=load_team(project / "team.toml", project=project),
-            definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
-        )  # fmt: skip
-        return await asyncio.wait_for(supervisor.run(prompt), 60)
+    def close(self) -> None:
+        self.reader.close()
 
-    try:
-        return asyncio.run(go())
-    finally:
-        store.close()
+
+def kept(result: RunResult) -> Kept:
+    """The store of the run ``result`` tells of, to read."""
+    return Kept(open_reader(result.run_dir, result.run_id))
+
+
+def supervise(project: Path, sim: SimServer, run_dir: Path, prompt: str = "go") -> RunResult:
+    """``prompt`` run to its end (``run_on_sim``) as ``project``'s ``team.toml`` says, its models on
+    ``sim``, as run ``r1`` kept in ``run_dir``; 60 s only bound a hang."""
+    return run_on_sim(
+        project / "team.toml",
+        prompt,
+        project=project,
+        sim=sim,
+        run_dir=run_dir,
+        run_id="r1",
+        settings=FAST,
+        timeout=60,
+    )
 
 
 def complete(sim: SimServer, request: ModelRequest, **kw: Any) -> ModelResponse:

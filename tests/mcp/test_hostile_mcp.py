@@ -27,9 +27,10 @@ from teamrt.mcp.config import McpConfig, load_mcp_config, parse_entry, user_conf
 from teamrt.mcp.servers import FAILED, NOTICE, STARTED, McpServers
 from teamrt.mcp.transport import MAX_MESSAGE_BYTES, Lines, MessageTooLarge, program_files
 from teamrt.models import Reply
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.team import TeamFileError, load_team, team_from_json, team_to_json
-from teamrt.tools.base import ToolContext, ToolError, ToolResult
+from teamrt.tools.base import ToolError, ToolResult
 from tests.helpers.hostile import PRIVATE_KEY, Said, Scene
 from tests.helpers.machine import needs_bwrap
 from tests.helpers.waiting import within
@@ -230,10 +231,10 @@ def test_attack_a_persons_server_is_shown_its_script_and_not_the_secret_its_othe
     within(60, lambda: asyncio.run(go()))
 
 
-def context(tmp_path: Path) -> ToolContext:
+def context(tmp_path: Path) -> Confinement:
     run_dir = tmp_path / "project" / ".teamrt" / "runs" / "r1"
     run_dir.mkdir(parents=True, exist_ok=True)
-    return ToolContext(workspace=tmp_path / "project", run_dir=run_dir)
+    return Confinement(workspace=tmp_path / "project", run_dir=run_dir)
 
 
 @pytest.mark.parametrize(
@@ -672,7 +673,7 @@ def started_with_limit(ws: Path, written: dict[str, Any], limit: int) -> McpServ
     config = McpConfig(
         {"s": parse_entry("s", written, scope="team", source="t")}, private_hosts=("127.0.0.1",)
     )
-    return McpServers(config, ToolContext(workspace=ws, run_dir=run_dir), max_message_bytes=limit)
+    return McpServers(config, Confinement(workspace=ws, run_dir=run_dir), max_message_bytes=limit)
 
 
 @pytest.mark.parametrize("padding", [1_000, 3_000_000])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from teamrt.agents import load_definitions
+from teamrt.api import RunResult
 from teamrt.claudecode.paths import claude_home
 from teamrt.cli import main
 from teamrt.mcp.config import McpConfig, ServerConfig, load_mcp_config, parse_entry
@@ -25,14 +25,14 @@ from teamrt.mcp.servers import EXITED, FAILED, NOTICE, PROCESS, STARTED, McpServ
 from teamrt.mcp.tools import McpTool
 from teamrt.models import Reply, ScriptedModel
 from teamrt.procs import is_running
-from teamrt.runtime.supervisor import Supervisor
 from teamrt.sandbox.bwrap import default_sandbox
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sim import SimRequest, SimServer
-from teamrt.store import create_store, open_reader
-from teamrt.team import load_team
+from teamrt.store import open_reader
+from teamrt.testing import run_on_sim
 from teamrt.tools.base import ToolContext, ToolError, ToolResult
 from tests.helpers.machine import needs_bwrap
-from tests.helpers.teams import FAST, supervise
+from tests.helpers.teams import FAST, kept, supervise
 from tests.helpers.waiting import within
 
 SERVER = str(Path(__file__).parents[1] / "helpers" / "procs" / "mcp_server.py")
@@ -50,7 +50,7 @@ def servers_of(ws: Path, private_hosts: tuple[str, ...] = (), **entries: dict[st
     run_dir = ws / ".teamrt" / "runs" / "r1"
     run_dir.mkdir(parents=True, exist_ok=True)
     config = McpConfig(configs, private_hosts=private_hosts)
-    return McpServers(config, ToolContext(workspace=ws, run_dir=run_dir))
+    return McpServers(config, Confinement(workspace=ws, run_dir=run_dir))
 
 
 def by_name(servers: McpServers, *names: str) -> dict[str, McpTool]:
@@ -244,22 +244,18 @@ def kill_when(path: Path, text: str, marker: str) -> threading.Thread:
 def lead_run(project: Path, run_dir: Path, steps: list[Reply]) -> tuple[ScriptedModel, Any]:
     """The project's team led by a scripted model taking ``steps``; the model and the run's events."""
     model = ScriptedModel(steps)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    store = create_store(run_dir, "r1", task="go", workdir=str(project))
-
-    async def go() -> Any:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=load_team(project / "team.toml", project=project),
-            definitions=load_definitions(project), project=project, settings=FAST, models={"sim": model},
-        )  # fmt: skip
-        return await asyncio.wait_for(supervisor.run("go"), 90)
-
-    try:
-        outcome = asyncio.run(go())
-        assert outcome.status == "done", outcome
-        return model, store.reader.events()
-    finally:
-        store.close()
+    outcome = run_on_sim(
+        project / "team.toml",
+        "go",
+        project=project,
+        run_dir=run_dir,
+        run_id="r1",
+        settings=FAST,
+        timeout=90,
+        models={"sim": model},
+    )
+    assert outcome.status == "done", outcome
+    return model, kept(outcome).reader.events()
 
 
 def results_of(model: ScriptedModel, turn: int) -> list[tuple[Any, bool]]:
@@ -304,27 +300,21 @@ def test_a_server_killed_mid_call_gives_a_clear_error_and_is_restarted_once(tmp_
 
 
 RESUMED_RUN = """
-import asyncio, sys
+import sys
 from pathlib import Path
-from teamrt.agents import load_definitions
 from teamrt.models import Reply, ScriptedModel
-from teamrt.runtime.supervisor import Supervisor
-from teamrt.team import load_team, team_to_json
-from teamrt.store import create_store
+from teamrt.testing import run_on_sim
 from tests.helpers.teams import FAST
 
 project, run_dir, note, cue = map(Path, sys.argv[1:5])
-team = load_team(project / "team.toml", project=project)
-store = create_store(run_dir, "r1", task="go", workdir=str(project), settings={"team": team_to_json(team)})
 model = ScriptedModel([
     Reply()
     .call("mcp__t__write_note", {"path": str(note), "text": "once", "wait_for": str(cue)})
     .call("mcp__t__read_note", {"path": str(note), "wait_for": str(cue)}),
     lambda request: Reply().say("never reached"),
 ])
-supervisor = Supervisor(store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
-                        project=project, settings=FAST, models={"sim": model})
-asyncio.run(supervisor.run("go"))
+run_on_sim(project / "team.toml", "go", project=project, run_dir=run_dir, settings=FAST,
+           models={"sim": model})
 """
 
 
@@ -611,26 +601,20 @@ def test_teamrt_mcp_shows_a_servers_state_in_a_run(
     project = tmp_path / "project"
     project.mkdir()
     team_toml(project, stdio_table("t") + '[mcp.servers.broken]\ncommand = "/nonexistent"\n')
-    from teamrt.team import team_to_json
-
-    team = load_team(project / "team.toml", project=project)
     run_dir = home.run_dir("r1")
-    store = create_store(
-        run_dir, "r1", task="go", workdir=str(project), settings={"team": team_to_json(team)}
-    )
     model = ScriptedModel([Reply().call("mcp__t__echo", {"text": "x"}), Reply().say("done")])
 
-    async def go() -> Any:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=load_definitions(project), project=project,
-            settings=FAST, models={"sim": model},
-        )  # fmt: skip
-        return await supervisor.run("go")
+    def go() -> RunResult:
+        return run_on_sim(
+            project / "team.toml",
+            "go",
+            project=project,
+            run_dir=run_dir,
+            settings=FAST,
+            models={"sim": model},
+        )
 
-    try:
-        assert within(60, lambda: asyncio.run(go())).status == "done"
-    finally:
-        store.close()
+    assert within(60, go).status == "done"
     assert main(["mcp", "--run", "r1"]) == 0
     out = capsys.readouterr().out
     assert "in the run: stopped with the run" in out and "in the run: failed: could not start" in out

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from teamrt.cli import main
-from teamrt.models import SOURCE_DATE, Price, Usage, cost_for, lookup, with_overrides
+from teamrt.models import SOURCE_DATE, Price, Usage, cost_for, lookup, price_table
+from teamrt.models.pricing import settings_prices
 from teamrt.settings import SettingsError, load_settings
 
 
@@ -73,14 +74,14 @@ def test_settings_override_and_extend_prices(tmp_path: Path) -> None:
     )
     settings = load_settings(path)
     assert settings.model.stall_seconds == 30 and settings.model.stream_retries == 3
-    table = with_overrides(settings.prices)
+    table = price_table(settings)
     assert cost_for(
         "qwen3-coder", Usage(input_tokens=2_000_000, output_tokens=1_000_000), table
     ) == pytest.approx(2.0)
     assert cost_for("claude-sonnet-4-5", Usage(input_tokens=300_000), table) == pytest.approx(0.3), (
         "no long tier"
     )
-    assert settings.prices["qwen3-coder"].price == Price(0.5, 1, 0, 0, 0)
+    assert settings_prices(settings)["qwen3-coder"].price == Price(0.5, 1, 0, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +101,7 @@ def test_a_bad_settings_file_is_one_clear_error(tmp_path: Path, text: str, compl
     path = tmp_path / "settings.toml"
     path.write_text(text)
     with pytest.raises(SettingsError, match=complaint) as caught:
-        load_settings(path)
+        settings_prices(load_settings(path))
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -144,7 +145,7 @@ def test_an_override_may_change_any_field_and_keeps_the_rest(tmp_path: Path) -> 
         '[prices."claude-haiku-5-5"]\nmax_output_tokens = 1000\nsource = "our invoice"\n\n'
         '[prices."claude-sonnet-5-5"]\ncache_read = 0.1\n'
     )
-    table = with_overrides(load_settings(path).prices)
+    table = price_table(load_settings(path))
     haiku = table["claude-haiku-5-5"]
     assert (haiku.max_output_tokens, haiku.source, haiku.long_context_from) == (1000, "our invoice", 100_000)
     sonnet = table["claude-sonnet-5-5"]

@@ -1,5 +1,5 @@
 """Permission asks a person answers: recorded, waited for, answered by mail, by the policy, on a stop, on
-resume; ``runs.answer``, ``runs.pending_asks`` and ``teamrt answer`` over real stores and mailboxes, the
+resume; ``steer.answer``, ``runs.pending_asks`` and ``teamrt answer`` over real stores and mailboxes, the
 model scripted."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from teamrt.models import Reply, ScriptedModel
 from teamrt.models.scripted import Step
 from teamrt.runs import follow as logs
 from teamrt.runs import query as runs
+from teamrt.runs import steer
 from teamrt.runtime.agent import Outcome
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamrun import Choices, single_team, team_from_file
@@ -141,7 +142,7 @@ def test_an_ask_allowed_by_a_person_runs_the_tool(home: Path, project: Path) -> 
 
     async def allow(run_dir: Path) -> None:
         seen.extend(await waiting(run_dir))
-        await asyncio.to_thread(runs.answer, run_dir, RUN, seen[0].id, True)
+        await asyncio.to_thread(steer.answer, run_dir, RUN, seen[0].id, True)
 
     outcome, model, events = run(home, project, [WRITE, Reply().say("done")], ask_wait=60, during=allow)
     assert outcome.status == "done"
@@ -164,7 +165,7 @@ def test_an_ask_allowed_by_a_person_runs_the_tool(home: Path, project: Path) -> 
 def test_a_denial_tells_the_model_who_denied_it_and_why(home: Path, project: Path) -> None:
     async def deny(run_dir: Path) -> None:
         [ask] = await waiting(run_dir)
-        await asyncio.to_thread(runs.answer, run_dir, RUN, ask.id, False, "not on a Friday")
+        await asyncio.to_thread(steer.answer, run_dir, RUN, ask.id, False, "not on a Friday")
 
     outcome, model, events = run(home, project, [WRITE, Reply().say("ok")], ask_wait=60, during=deny)
     assert outcome.status == "done"
@@ -202,7 +203,7 @@ def test_ask_wait_zero_answers_at_once_and_still_records_the_ask(home: Path, pro
 def test_a_stop_while_an_ask_waits_ends_the_agent_at_once(home: Path, project: Path) -> None:
     async def stop(run_dir: Path) -> None:
         await waiting(run_dir)
-        await asyncio.to_thread(runs.stop, run_dir, RUN, None)
+        await asyncio.to_thread(steer.stop, run_dir, RUN, None)
 
     outcome, _, events = run(home, project, [WRITE], ask_wait=60, during=stop)
     assert (outcome.status, outcome.reason) == ("stopped", "stopped by user")
@@ -224,22 +225,22 @@ def test_answers_to_unknown_or_answered_asks_are_refused_and_ignored_if_mailed(
     async def answer_twice(run_dir: Path) -> None:
         [first] = await waiting(run_dir)
         with pytest.raises(runs.RunsError) as caught:
-            runs.answer(run_dir, RUN, "ask-00000000", True)
+            steer.answer(run_dir, RUN, "ask-00000000", True)
         refusals.append(str(caught.value))
-        await asyncio.to_thread(runs.answer, run_dir, RUN, first.id, True)
+        await asyncio.to_thread(steer.answer, run_dir, RUN, first.id, True)
         while (asks := await waiting(run_dir))[0].id == first.id:  # until it is answered, the second asked
             await asyncio.sleep(0.02)
         [later] = asks
         with pytest.raises(runs.RunsError) as caught:
-            runs.answer(run_dir, RUN, first.id, False)
+            steer.answer(run_dir, RUN, first.id, False)
         refusals.append(str(caught.value))
-        with Mailbox(run_dir / "mailbox", RUN) as mailbox:  # past runs.answer's checks: ignored
+        with Mailbox(run_dir / "mailbox", RUN) as mailbox:  # past steer.answer's checks: ignored
             for ask_id in (first.id, "ask-00000000"):
                 data = {"action": "answer", "ask": ask_id, "allow": False}
                 mailbox.post(sender="user", recipient="supervisor", body="no", kind="control", data=data)
         await controls(run_dir, 3)
         assert [a.id for a in await waiting(run_dir)] == [later.id], "a stray answer answered nothing"
-        await asyncio.to_thread(runs.answer, run_dir, RUN, later.id, False)
+        await asyncio.to_thread(steer.answer, run_dir, RUN, later.id, False)
 
     steps: list[Step] = [WRITE, second, Reply().say("ok")]
     outcome, model, events = run(home, project, steps, ask_wait=60, during=answer_twice)
@@ -364,28 +365,18 @@ def test_run_refuses_a_bad_ask_wait_in_one_line(capsys: pytest.CaptureFixture[st
 # -- a crash ------------------------------------------------------------------------------------------
 
 OWNER = """
-import asyncio, sys
+import sys
 from pathlib import Path
-from teamrt.agents import load_definitions
 from teamrt.models import Reply, ScriptedModel
-from teamrt.runtime.supervisor import Supervisor
-from teamrt.team import Role, Team, team_to_json
+from teamrt.team import Role, Team
 from teamrt.settings import Settings
-from teamrt.store import create_store
+from teamrt.testing import run_on_sim
 
 run_dir, project = Path(sys.argv[1]), Path(sys.argv[2])
 lead = Role("lead", "lead", None, None, None, None, None)
 team = Team(path=project / "team.toml", name="t", lead=lead, ask_wait=600)
 model = ScriptedModel([Reply().call("Write", {"file_path": "note.txt", "content": "hello\\n"})])
-
-async def go() -> None:
-    kept = {"team": team_to_json(team)}
-    store = create_store(run_dir, "r1", task="go", workdir=str(project), settings=kept)
-    supervisor = Supervisor(store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
-                            project=project, settings=Settings(), models={"sim": model})
-    await supervisor.run("go")
-
-asyncio.run(go())
+run_on_sim(team, "go", project=project, run_dir=run_dir, settings=Settings(), models={"sim": model})
 """
 
 
@@ -419,7 +410,7 @@ def test_resume_closes_an_ask_the_crash_left_and_asks_again(
     run_dir = home / "runs" / RUN
     stale = crash_while_asking(run_dir, project)
     with pytest.raises(runs.RunsError) as caught:
-        runs.answer(run_dir, RUN, stale, True)
+        steer.answer(run_dir, RUN, stale, True)
     assert str(caught.value) == "run 'r1' crashed; resume it with teamrt resume r1"
     code, out, _ = cli(capsys, "show", RUN)
     assert code == 0 and "asks unanswered when the run crashed (teamrt resume r1 closes them)" in out
@@ -469,7 +460,7 @@ def test_stop_reaches_an_agent_whose_call_is_asked_again_after_a_resume(home: Pa
             work = asyncio.create_task(supervisor.resume())
             while [a.id for a in await waiting(run_dir)] in ([], [stale]):  # until the call is asked again
                 await asyncio.sleep(0.02)
-            runs.stop(run_dir, RUN, None)
+            steer.stop(run_dir, RUN, None)
             return await asyncio.wait_for(work, 30)  # the ask alone would wait 600 s
 
         outcome = asyncio.run(resume_then_stop())

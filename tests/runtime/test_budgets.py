@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from teamrt.agents import load_definitions
+from teamrt.api import RunResult
 from teamrt.models import ModelRequest, ModelResponse, Reply, ScriptedModel
 from teamrt.models.catalog import ModelInfo, Price
 from teamrt.models.types import OnRestart, OnText
@@ -28,9 +29,10 @@ from teamrt.runtime.supervisor import Supervisor
 from teamrt.sim import Fault, SimRequest, SimServer
 from teamrt.store import Store, ToolUse, Usage, create_store
 from teamrt.team import load_team
+from teamrt.testing import run_on_sim
 from teamrt.tools.base import ToolContext
 from teamrt.tools.permissions import Permissions
-from tests.helpers.teams import FAST
+from tests.helpers.teams import FAST, Kept, kept
 
 DEADLINE = 90.0
 """Bounds a hang only; every wait below ends on an event long before."""
@@ -100,17 +102,17 @@ def new_store(project: Path) -> Store:
     return create_store(run_dir, "r1", task="go", workdir=str(project))
 
 
-def run_team(project: Path, sim: SimServer) -> tuple[Outcome, Store]:
-    store = new_store(project)
-
-    async def go() -> Outcome:
-        return await asyncio.wait_for(supervisor_for(project, store, sim).run("go"), DEADLINE)
-
-    try:
-        return asyncio.run(go()), store
-    except BaseException:
-        store.close()
-        raise
+def run_team(project: Path, sim: SimServer) -> tuple[RunResult, Kept]:
+    result = run_on_sim(
+        project / "team.toml",
+        "go",
+        project=project,
+        sim=sim,
+        run_dir=project / ".teamrt" / "runs" / "r1",
+        settings=FAST,
+        timeout=DEADLINE,
+    )
+    return result, kept(result)
 
 
 def globbing(most: int, answer: str) -> Any:
@@ -144,7 +146,7 @@ def calls_by(sim: SimServer, agent: str) -> int:
     return len({body for who, body in sim.bodies if who == agent})
 
 
-def model_turns(store: Store, agent: str) -> int:
+def model_turns(store: Store | Kept, agent: str) -> int:
     return sum(1 for turn in store.reader.turns(agent) if turn.role == "assistant")
 
 

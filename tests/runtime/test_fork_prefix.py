@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from teamrt.models import Reply
-from teamrt.runtime.supervisor import FORK_PLACEHOLDER
+from teamrt.runtime.spawning import FORK_PLACEHOLDER
 from teamrt.sim import SimRequest, SimServer
 from teamrt.sim.cache import render
-from teamrt.store import Store
+from tests.helpers.teams import Kept
 from tests.runtime.test_team import TEAM, fork_child, fork_lead, run_team
 
 _DECODER = json.JSONDecoder()
@@ -192,7 +192,7 @@ def assert_forks_read_the_parents_prefix(sim: SimServer, spawns: list[Spawn]) ->
         )
 
 
-def forks(store: Store, parent: str = "lead") -> list[str]:
+def forks(store: Kept, parent: str = "lead") -> list[str]:
     return [a.name for a in store.reader.agents() if a.kind == "fork" and a.parent == parent]
 
 
@@ -210,7 +210,7 @@ def sim() -> Iterator[SimServer]:
         yield server
 
 
-def check_one_spawn(sim: SimServer, store: Store, directives: set[str]) -> list[Spawn]:
+def check_one_spawn(sim: SimServer, store: Kept, directives: set[str]) -> list[Spawn]:
     names = forks(store)
     assert len(names) == len(directives), names
     bodies = sent(sim)

@@ -30,7 +30,7 @@ from teamrt.models.types import OnRestart, OnText
 from teamrt.procs import is_running, process_start_time
 from teamrt.runtime import teamrun
 from teamrt.runtime.restore import INTERRUPTED, UNANSWERED
-from teamrt.runtime.supervisor import FORK_PLACEHOLDER
+from teamrt.runtime.spawning import FORK_PLACEHOLDER
 from teamrt.runtime.teamrun import RunSummary, resume_run
 from teamrt.store import FinishedCall, Store, ToolUse, create_store, open_reader, owner_alive
 from teamrt.store import tables as t

@@ -12,15 +12,19 @@ from typing import Any
 import pytest
 
 from teamrt.agents import load_definitions
+from teamrt.api import RunResult
 from teamrt.mailbox import inbox as inbox_module
 from teamrt.models import Reply
 from teamrt.runtime.agent import Outcome
-from teamrt.runtime.supervisor import SIM_UNPLAYED, SPAWN_FAILED, Supervisor, sim_notice
+from teamrt.runtime.simnotice import SIM_UNPLAYED, sim_notice
+from teamrt.runtime.spawning import SPAWN_FAILED
+from teamrt.runtime.supervisor import Supervisor
 from teamrt.sim import Fault, SimRequest, SimServer
-from teamrt.store import Store, create_store
+from teamrt.store import create_store
 from teamrt.team import load_team
+from teamrt.testing import run_on_sim
 from teamrt.tools.base import ToolContext, ToolResult
-from tests.helpers.teams import FAST
+from tests.helpers.teams import FAST, Kept, kept
 
 pytestmark = pytest.mark.usefixtures("store_db")
 
@@ -48,19 +52,30 @@ def sim() -> Iterator[SimServer]:
 
 
 def run_team(
-    project: Path,
-    sim: SimServer,
-    prompt: str,
-    setup: Callable[[Supervisor], None] | None = None,
-    *,
-    hang: float = 90,
-    run: str = "r1",
-) -> tuple[Outcome, Store]:
-    """Run ``prompt`` through the real supervisor as the new run ``run``; ``hang`` seconds only bound a
-    hang."""
-    run_dir = project / ".teamrt" / "runs" / run
+    project: Path, sim: SimServer, prompt: str, *, hang: float = 90, run: str = "r1"
+) -> tuple[RunResult, Kept]:
+    """Run ``prompt`` through the real runtime (``run_on_sim``) as the new run ``run``; ``hang`` seconds
+    only bound a hang."""
+    result = run_on_sim(
+        project / "team.toml",
+        prompt,
+        project=project,
+        sim=sim,
+        run_dir=project / ".teamrt" / "runs" / run,
+        settings=FAST,
+        timeout=hang,
+    )
+    return result, kept(result)
+
+
+def run_supervised(
+    project: Path, sim: SimServer, prompt: str, setup: Callable[[Supervisor], None], *, hang: float = 90
+) -> tuple[Outcome, Kept]:
+    """Run ``prompt`` through a supervisor built here, ``setup`` reaching into it before it starts (its
+    tools, its watchdog), as run ``r1``; ``hang`` seconds only bound a hang."""
+    run_dir = project / ".teamrt" / "runs" / "r1"
     run_dir.mkdir(parents=True)
-    store = create_store(run_dir, run, task=prompt, workdir=str(project))
+    store = create_store(run_dir, "r1", task=prompt, workdir=str(project))
     team = load_team(project / "team.toml", project=project)
 
     async def go() -> Outcome:
@@ -68,12 +83,11 @@ def run_team(
             store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
             project=project, settings=FAST, sim=sim,
         )  # fmt: skip
-        if setup is not None:
-            setup(supervisor)
+        setup(supervisor)
         return await asyncio.wait_for(supervisor.run(prompt), hang)
 
     try:
-        return asyncio.run(go()), store
+        return asyncio.run(go()), Kept(store.reader)
     finally:
         store.close()
 
@@ -235,7 +249,7 @@ def test_a_child_that_raises_is_restarted_then_failed_and_the_parent_hears(
     project: Path, sim: SimServer, failures: int, status: str
 ) -> None:
     sim.policies.update({"lead": spawn_one_fork, "fork": tool_user})
-    outcome, store = run_team(project, sim, "go", lambda s: s.tools.update(explode=Exploding(failures)))
+    outcome, store = run_supervised(project, sim, "go", lambda s: s.tools.update(explode=Exploding(failures)))
     fork = next(a for a in store.reader.agents() if a.kind == "fork")
     assert fork.status == status
     assert f"## {fork.name}: {status}" in outcome.answer, "the parent got the child's end as its result"
@@ -322,7 +336,7 @@ def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) ->
         )
 
     sim.policies.update({"lead": lead, "researcher": lambda request: Reply().say("idle now")})
-    _, store = run_team(project, sim, "go", setup, hang=300)
+    _, store = run_supervised(project, sim, "go", setup, hang=300)
     start, end = hold.window
     assert end - start >= 60.0
     during = [c for c in sim.calls if start <= c.at <= end]
@@ -352,17 +366,17 @@ def test_a_teammate_wakes_on_mail_without_polling(
     def setup(supervisor: Supervisor) -> None:
         hold = supervisor.tools["hold"] = Hold(0.0)
         hold.before = lambda: asyncio.shield(supervisor.members["reviewer"].settled)  # it idles first
-        send = supervisor.send
+        send = supervisor.services.send
 
         def timed(*args: Any, **kwargs: Any) -> str:
             if args[0] == "lead":
                 sent.append(time.monotonic())
             return send(*args, **kwargs)
 
-        supervisor.send = timed  # type: ignore[method-assign]
+        supervisor.services.send = timed  # type: ignore[method-assign]
 
     sim.policies.update({"lead": lead, "reviewer": lambda request: Reply().say("awake")})
-    run_team(project, sim, "go", setup)
+    run_supervised(project, sim, "go", setup)
     [at] = sent
     assert any(c.at > at for c in sim.calls if c.agent == "reviewer"), "the teammate woke for the mail"
 
@@ -414,7 +428,7 @@ def test_a_stop_sent_to_the_supervisor_ends_the_run(project: Path, sim: SimServe
         )
 
     sim.policies["lead"] = lead
-    outcome, store = run_team(project, sim, "go", setup)
+    outcome, store = run_supervised(project, sim, "go", setup)
     assert hold.cancelled and hold.window == (0.0, 0.0), "the stop cancelled the held tool, not waited"
     assert outcome.status == "stopped" and outcome.reason == "stopped by user"
     assert store.reader.run().status == "stopped"

@@ -30,15 +30,9 @@ from teamrt.runs import progress
 from teamrt.runtime.agent import Outcome
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.teamrun import DEFAULT_TEAM, team_file_of
+from teamrt.sandbox.baseline import QUARANTINE_DIR, Moved
 from teamrt.sandbox.protect import PROTECTED, protected_paths
-from teamrt.sandbox.quarantine import (
-    BASELINE_FILE,
-    QUARANTINE_DIR,
-    QUARANTINED,
-    Guard,
-    Moved,
-    sweep_leftovers,
-)
+from teamrt.sandbox.quarantine import BASELINE_FILE, QUARANTINED, Guard, sweep_leftovers
 from teamrt.store import open_store
 from teamrt.store.records import EventRecord
 from teamrt.team import team_from_json
@@ -446,29 +440,18 @@ async def _until(condition: object, bound: float = 30.0) -> None:
 # == a run killed before its last scan ===================================================================
 
 KILLED_RUN = """
-import asyncio, sys
+import sys
 from pathlib import Path
-from teamrt.agents import load_definitions
 from teamrt.models import Reply, ScriptedModel
-from teamrt.runtime.supervisor import Supervisor
-from teamrt.team import Role, Team, team_to_json
+from teamrt.team import Role, Team
 from teamrt.settings import Settings
-from teamrt.store import create_store
+from teamrt.testing import run_on_sim
 
 project, run_dir, command = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 model = ScriptedModel([Reply().call("Bash", {"command": command}), Reply().say("done")])
 lead = Role("lead", "lead", None, None, None, None, "bypassPermissions")
 team = Team(path=project / "team.toml", name="killed", lead=lead)
-run_dir.mkdir(parents=True)
-store = create_store(run_dir, run_dir.name, task="attack", workdir=str(project),
-                     settings={"team": team_to_json(team)})
-
-async def go() -> None:
-    supervisor = Supervisor(store=store, run_dir=run_dir, team=team, definitions=load_definitions(project),
-                            project=project, settings=Settings(), models={"sim": model})
-    await supervisor.run("attack")
-
-asyncio.run(go())
+run_on_sim(team, "attack", project=project, run_dir=run_dir, settings=Settings(), models={"sim": model})
 """
 
 

@@ -29,8 +29,8 @@ from teamrt.claudecode.hooks import Hook, run_hook
 from teamrt.sandbox import limits as pidlimit
 from teamrt.sandbox import seccomp
 from teamrt.sandbox.bwrap import default_sandbox
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy
-from teamrt.tools.base import ToolContext
 from tests.helpers.hostile import SECRET, Call, Scene
 from tests.helpers.machine import needs_bwrap
 
@@ -349,7 +349,7 @@ def test_ordinary_programs_still_work_under_the_filter(scene: Scene) -> None:
 
 @needs_bwrap
 def test_a_hook_runs_under_the_filter_too(tmp_path: Path) -> None:
-    ctx = ToolContext(tmp_path, tmp_path / ".teamrt" / "runs" / "r1")
+    ctx = Confinement(tmp_path, tmp_path / ".teamrt" / "runs" / "r1")
     hook = Hook(
         "PreToolUse", "", "grep Seccomp: /proc/self/status; unshare -U true", 10.0, "project", tmp_path
     )

@@ -1,4 +1,4 @@
-"""What the sandbox makes of a context, without running it: bwrap's mounts and their order, the
+"""What the sandbox makes of a confinement, without running it: bwrap's mounts and their order, the
 environment, the limits, the refusal without bubblewrap, and how a run's sandbox is described."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from teamrt.sandbox.bwrap import REFUSAL, SECRET_FILES, Sandbox, bwrap_options, command_env, describe
+from teamrt.sandbox.confinement import Confinement
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.sandbox.protect import protected_paths
-from teamrt.tools.base import ToolContext
 
 ONE_ARGUMENT = {"--tmpfs", "--remount-ro", "--dev", "--proc", "--chdir", "--cap-drop", "--size", "--seccomp"}
 TWO_ARGUMENTS = {"--bind", "--ro-bind", "--ro-bind-try"}
 HOST_KEYS = tuple(glob.glob("/etc/ssh/ssh_host_*_key"))
 
 
-def mounts(ctx: ToolContext) -> list[tuple[str, str]]:
+def mounts(ctx: Confinement) -> list[tuple[str, str]]:
     """bwrap's options for ``ctx`` as (option, path) in order; flags as (flag, "")."""
     options = bwrap_options(ctx)
     found = []
@@ -45,7 +45,7 @@ def before(found: list[tuple[str, str]], first: tuple[str, str], then: tuple[str
 
 
 @pytest.fixture
-def lead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ToolContext:
+def lead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Confinement:
     """The lead of a run in ``project``, whose teamrt home is ``project/.teamrt``."""
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     (tmp_path / "user").mkdir()
@@ -54,10 +54,10 @@ def lead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ToolContext:
     (run_dir / "spill").mkdir(parents=True)
     (project / ".git").mkdir()
     protected = protected_paths((project,), home=project / ".teamrt", git_dir=project / ".git")
-    return ToolContext(project, run_dir, protected=protected, extra_roots=(run_dir / "spill",))
+    return Confinement(project, run_dir, protected=protected, extra_roots=(run_dir / "spill",))
 
 
-def test_root_loses_every_capability_and_the_system_is_read_only_proc_included(lead: ToolContext) -> None:
+def test_root_loses_every_capability_and_the_system_is_read_only_proc_included(lead: Confinement) -> None:
     found = mounts(lead)
     assert found[:4] == [
         ("--ro-bind", "/"),
@@ -71,7 +71,7 @@ def test_root_loses_every_capability_and_the_system_is_read_only_proc_included(l
     assert found[-1] == ("--chdir", str(lead.workspace))
 
 
-def test_the_lead_sees_its_project_but_not_the_runs_and_not_the_homes(lead: ToolContext) -> None:
+def test_the_lead_sees_its_project_but_not_the_runs_and_not_the_homes(lead: Confinement) -> None:
     found = mounts(lead)
     project, home = str(lead.workspace), str(lead.workspace / ".teamrt")
     runs, spill = f"{home}/runs", f"{home}/runs/r1/spill"
@@ -86,7 +86,7 @@ def test_the_lead_sees_its_project_but_not_the_runs_and_not_the_homes(lead: Tool
 
 
 @pytest.fixture
-def worktree_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ToolContext:
+def worktree_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Confinement:
     """A worktree agent: its checkout in teamrt's home, its metadata in the repository's .git."""
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     (tmp_path / "user").mkdir()
@@ -98,12 +98,12 @@ def worktree_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ToolConte
         path.mkdir(parents=True)
     (checkout / ".git").write_text(f"gitdir: {admin}\n")
     protected = protected_paths((checkout, project), home=home, git_dir=project / ".git")
-    return ToolContext(
+    return Confinement(
         checkout, run_dir, readable=(project / ".git",), writable=(admin, objects), protected=protected
     )
 
 
-def test_a_worktree_agent_sees_its_checkout_and_writes_only_its_metadata(worktree_agent: ToolContext) -> None:
+def test_a_worktree_agent_sees_its_checkout_and_writes_only_its_metadata(worktree_agent: Confinement) -> None:
     found = mounts(worktree_agent)
     checkout, run_dir = str(worktree_agent.workspace), worktree_agent.run_dir
     git_dir = str(worktree_agent.readable[0])
@@ -121,7 +121,7 @@ def test_a_worktree_agent_sees_its_checkout_and_writes_only_its_metadata(worktre
     assert not any(path.endswith("/project/.claude") for _, path in found), "nothing hidden is shown again"
 
 
-def test_the_network_and_what_the_run_may_read(lead: ToolContext) -> None:
+def test_the_network_and_what_the_run_may_read(lead: Confinement) -> None:
     policy = SandboxPolicy(network=True, read=("~/.pyenv", "/opt/tools"))
     found = mounts(replace(lead, policy=policy))
     assert ("--unshare-net", "") not in found
@@ -144,7 +144,7 @@ def test_the_environment_is_the_allowlist_the_policy_and_the_context(monkeypatch
 
 
 def test_without_bwrap_commands_are_refused_unless_opted_in_and_keep_env_and_limits(
-    lead: ToolContext,
+    lead: Confinement,
 ) -> None:
     plain = Sandbox(None)
     assert plain.refusal(SandboxPolicy()) == REFUSAL

@@ -20,7 +20,9 @@ import pytest
 from teamrt.agents import load_definitions
 from teamrt.demos.examples import EXAMPLES, team_file
 from teamrt.models import Reply
-from teamrt.runtime.supervisor import SIM_UNPLAYED, SPAWN_FAILED, gates_said, sim_notice
+from teamrt.runtime.landing import gates_said
+from teamrt.runtime.simnotice import SIM_UNPLAYED, sim_notice
+from teamrt.runtime.spawning import SPAWN_FAILED
 from teamrt.runtime.teamrun import Choices, run_team_file
 from teamrt.sim import SimRequest
 from teamrt.sim.plays import POLICIES, coding, research, unplayed_notice
@@ -122,7 +124,7 @@ def test_the_notice_of_a_run_on_claude_never_imports_the_simulator(tmp_path: Pat
     (tmp_path / "team.toml").write_text('[team]\nmodel = "claude-sonnet-5-5"\n[roles.coder]\n')
     code = (
         "import sys\nfrom pathlib import Path\nfrom teamrt.agents import load_definitions\n"
-        "from teamrt.runtime.supervisor import sim_notice\n"
+        "from teamrt.runtime.simnotice import sim_notice\n"
         "from teamrt.team import load_team\n"
         f"p = Path({str(tmp_path)!r})\n"
         "assert sim_notice(load_team(p / 'team.toml', project=p), load_definitions(p)) is None\n"

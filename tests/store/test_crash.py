@@ -29,6 +29,7 @@ from teamrt import faults
 from teamrt.store import NewEvent, ToolUse, create_store, open_store
 from teamrt.store import tables as t
 from teamrt.store.engine import store_url
+from tests.helpers.events import marker
 
 pytestmark = pytest.mark.usefixtures("store_db")
 
@@ -66,7 +67,7 @@ def _child(run_dir: Path, out: int, cycle: int, writers: int, kill_at: str | Non
                     ToolUse(f"a.{key}", "read", {"path": "src/x.py"}, True),
                     ToolUse(f"b.{key}", "bash", {"command": "pytest -q"}, False),
                 ],
-                events=[NewEvent("turn", {"key": key})],
+                events=[NewEvent(marker("turn"), {"key": key})],
             )
             os.write(out, f"{key}\n".encode())
 

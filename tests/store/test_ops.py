@@ -29,6 +29,7 @@ from teamrt.store import (
     migrate,
     open_reader,
 )
+from tests.helpers.events import marker
 
 T = TypeVar("T")
 RUN = "r1"
@@ -149,7 +150,7 @@ def test_assistant_turn_journals_its_tool_calls_pending(run_dir: Path) -> None:
                 ToolUse("tu_1", "read", {"path": "a.py"}, True),
                 ToolUse("tu_2", "bash", {"c": "ls"}, False),
             ],
-            events=[NewEvent("turn", {"tools": 2})],
+            events=[NewEvent(marker("turn"), {"tools": 2})],
         )
         calls = store.reader.tool_calls("lead")
         assert [(c.id, c.status, c.read_only, c.turn_id) for c in calls] == [
@@ -279,7 +280,7 @@ def test_agent_lifecycle_and_bad_values(run_dir: Path) -> None:
 @pytest.mark.usefixtures("store_db")
 def test_events_are_appended_in_order(run_dir: Path) -> None:
     async def body(store: Store) -> None:
-        ids = [await store.append_event("note", {"i": i}, agent="lead") for i in range(5)]
+        ids = [await store.append_event(marker("note"), {"i": i}, agent="lead") for i in range(5)]
         assert ids == sorted(ids)
         tail = store.reader.events(after_id=ids[1])
         assert [e.data for e in tail] == [{"i": 2}, {"i": 3}, {"i": 4}]
@@ -293,11 +294,11 @@ def test_reader_cannot_write_and_sees_each_commit(run_dir: Path) -> None:
     async def body(store: Store) -> None:
         reader = open_reader(run_dir, RUN)
         try:
-            await store.append_event("one")
+            await store.append_event(marker("one"))
             assert reader.events()[-1].kind == "one"
             with pytest.raises(Exception, match=r"readonly|read-only"), reader._engine.connect() as conn:
                 conn.exec_driver_sql("DELETE FROM events")
-            await store.append_event("two")
+            await store.append_event(marker("two"))
             assert [e.kind for e in reader.events()][-2:] == ["one", "two"]
         finally:
             reader.close()

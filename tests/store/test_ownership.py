@@ -28,6 +28,7 @@ from teamrt.store import (
 )
 from teamrt.store.engine import store_url
 from teamrt.store.ownership import HOST_ENV, BadHost, host_identity
+from tests.helpers.events import marker
 
 RUN = "r1"
 pytestmark = pytest.mark.usefixtures("store_db")
@@ -178,20 +179,20 @@ def test_an_owner_taken_over_from_has_every_later_write_refused(
 
     async def scene() -> None:
         stale = create_store(run_dir, RUN, task="t", workdir="/")
-        await stale.append_event("a.before")
+        await stale.append_event(marker("a.before"))
         stale._lock.release()  # another host: its lock file is not this one's
         execute(run_dir, "UPDATE runs SET heartbeat_at = heartbeat_at - 3600")  # wedged past its lease
         monkeypatch.setenv(HOST_ENV, "host-b")
         with open_store(run_dir, RUN) as fresh:
             assert fresh.token == stale.token + 1
             with pytest.raises(RunTakenOver) as refused:
-                await stale.append_event("a.after")
+                await stale.append_event(marker("a.after"))
             said = str(refused.value)
             assert f"was taken over by pid {os.getpid()} on host-b (lease 2, this process held 1)" in said
             assert isinstance(stale.failure, StoreWriteFailed)
             with pytest.raises(RunTakenOver):
                 await stale.set_run_status("done")  # the store stays stopped
-            await fresh.append_event("b.after")
+            await fresh.append_event(marker("b.after"))
             kinds = [e.kind for e in fresh.reader.events()]
         stale.close()  # gives up nothing: the run is host-b's, and host-b closed cleanly
         assert kinds.count("a.before") == 1 and "a.after" not in kinds and kinds[-1] == "b.after"

@@ -23,6 +23,7 @@ from teamrt import faults
 from teamrt.store import NotFound, Store, StoreClosed, StoreWriteFailed, Usage, create_store, open_store
 from teamrt.store import tables as t
 from teamrt.store.engine import store_url
+from tests.helpers.events import marker
 
 pytestmark = pytest.mark.usefixtures("store_db")
 
@@ -147,17 +148,17 @@ def test_a_failing_operation_fails_alone_in_its_group(run_dir: Path, monkeypatch
     async def go() -> None:
         store = await new_store(run_dir)
         with hold_first_commit() as held, faults.inject("store.after_commit", look):
-            first = asyncio.create_task(store.append_event("first"))
+            first = asyncio.create_task(store.append_event(marker("first")))
             await held.wait_entered()
             # These queue behind the held commit and form one group, two of them bad.
             group = [
                 asyncio.create_task(op)
                 for op in (
-                    store.append_event("a"),
+                    store.append_event(marker("a")),
                     store.add_usage("ghost", Usage(1)),  # no such agent: NotFound
-                    store.append_event("b"),
+                    store.append_event(marker("b")),
                     store.add_agent("lead", kind="lead", model="sim"),  # a duplicate: IntegrityError
-                    store.append_event("c"),
+                    store.append_event(marker("c")),
                 )
             ]
             await queued(store, len(group))
@@ -180,12 +181,12 @@ def test_a_cancelled_caller_still_gets_its_write(run_dir: Path) -> None:
     async def go() -> None:
         store = await new_store(run_dir)
         with hold_first_commit() as held:
-            writer = asyncio.create_task(store.append_event("kept"))
+            writer = asyncio.create_task(store.append_event(marker("kept")))
             await held.wait_entered()
             writer.cancel()
             held.release.set()
         await asyncio.sleep(0)
-        await store.append_event("after")
+        await store.append_event(marker("after"))
         assert [e.kind for e in store.reader.events()][-2:] == ["kept", "after"]
         store.close()
 
@@ -197,7 +198,7 @@ def test_a_closed_store_refuses_writes(run_dir: Path) -> None:
         store = await new_store(run_dir)
         store.close()
         with pytest.raises(StoreClosed, match="is closed"):
-            await store.append_event("late")
+            await store.append_event(marker("late"))
 
     asyncio.run(go())
 
@@ -219,10 +220,10 @@ def test_injected_disk_full_mid_commit_stops_the_store_and_keeps_what_was_commit
         message = str(info.value)
         assert "no space left on device" in message and "resume" in message and store.where in message
         with pytest.raises(StoreWriteFailed):
-            await store.append_event("refused")  # the store accepts nothing more
+            await store.append_event(marker("refused"))  # the store accepts nothing more
         store.close()
         with pytest.raises(StoreWriteFailed):
-            await store.append_event("closed")  # the failure stays the news after close
+            await store.append_event(marker("closed"))  # the failure stays the news after close
 
     asyncio.run(go())
     if store_db == "sqlite":

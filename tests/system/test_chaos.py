@@ -227,7 +227,7 @@ def test_a_full_disk_stops_the_run_clearly_and_resume_goes_on_when_space_returns
             said = (home / f"{run_id}.{chaos.ERROR}").read_text()
             assert said.startswith("StoreWriteFailed:") and "no space left on device" in said, said
             assert "then resume the run" in said
-            assert chaos._status(home, run_id) == "running", "nothing after the last commit was kept"
+            assert chaos.status_of(home, run_id) == "running", "nothing after the last commit was kept"
     assert exitcode == 0, "resumed once space returned"
     result = chaos.check("research", home, run_id, project, ref, kills=0)
     assert result.differences == [] and (result.lost, result.duplicated, result.corrupted) == (0, 0, 0), (

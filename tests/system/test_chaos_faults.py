@@ -31,6 +31,7 @@ from teamrt.mailbox.maildir import REASON_SUFFIX
 from teamrt.runtime import losses
 from teamrt.store.engine import DB_ENV
 from teamrt.testing import chaos
+from teamrt.testing.chaos import harness
 from tests.helpers.pg import started_pg_server
 
 EXAMPLE = "coding"
@@ -289,7 +290,7 @@ def test_a_hang_is_counted_killed_and_resumed_never_raised(
             threading.Thread(target=_stop_the_owner, args=(home, owners), daemon=True).start()
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(chaos, "incarnate", first_stopped)
+    monkeypatch.setattr(harness, "incarnate", first_stopped)  # where run_through_crashes looks it up
     run_id, fired = chaos.run_through_crashes(EXAMPLE, home, project, [], ctx, deadline_s=120.0)
     result = chaos.check(EXAMPLE, home, run_id, project, finished.ref, fired)
     assert owners[-1] > 0, "the first owner was stopped"
@@ -357,7 +358,7 @@ def test_a_refused_resume_is_noted_and_resumed_accepting_the_loss(
     monkeypatch.setattr(teamrun, "resume_run", _fails_with("the store is damaged\nsee the log"))
     with pytest.raises(teamrun.NotResumable):
         chaos.resume(tmp_path, "r1")  # not a one-line refusal saying how to go on: an error
-    assert chaos._lines(tmp_path / f"r1.{chaos.REFUSED}") == [said]
+    assert chaos.read_notes(tmp_path / f"r1.{chaos.REFUSED}") == [said]
 
 
 def _fails_with(text: str) -> Any:
@@ -396,13 +397,13 @@ def test_every_fault_sqlite_can_suffer_is_injected_into_one_run(
             seen[step.fault] = _damaged(step, world, done, before)
         return done
 
-    monkeypatch.setattr(chaos, "damage", looked_at)
+    monkeypatch.setattr(harness, "damage", looked_at)  # where run_through_crashes looks it up
     project = chaos.prepare(EXAMPLE, tmp_path)
     home = tmp_path / "home"
     run_id, fired = chaos.run_through_crashes(EXAMPLE, home, project, SQLITE_FAULTS, ctx, deadline_s=120.0,
                                               strict=False)  # fmt: skip
-    injected = {line.split()[0] for line in chaos._lines(home / f"{run_id}.{chaos.INJECTED}")}
-    assert injected == {s.fault for s in SQLITE_FAULTS}, chaos._lines(home / f"{run_id}.{chaos.INJECTED}")
+    injected = {line.split()[0] for line in chaos.read_notes(home / f"{run_id}.{chaos.INJECTED}")}
+    assert injected == {s.fault for s in SQLITE_FAULTS}, chaos.read_notes(home / f"{run_id}.{chaos.INJECTED}")
     assert seen == {chaos.WORKTREE: True, chaos.BRANCH: True, chaos.WAL: True, chaos.MAIL: True}
     assert fired == 4, "a kill before each damage"
     result = chaos.check(EXAMPLE, home, run_id, project, finished.ref, fired)
@@ -455,10 +456,10 @@ def test_the_server_stopped_immediate_and_restarted_fast_under_a_run(
         ]
         run_id, fired = chaos.run_through_crashes("research", home, project, plan, ctx, server=server,
                                                   deadline_s=120.0, strict=False)  # fmt: skip
-        injected = chaos._lines(home / f"{run_id}.{chaos.INJECTED}")
+        injected = chaos.read_notes(home / f"{run_id}.{chaos.INJECTED}")
         assert [line.split()[0] for line in injected] == [chaos.WAL, chaos.PG_RESTART], injected
         assert len(set(postmasters)) == 2, "started twice more, each a new postmaster"
-        assert fired == 1 and chaos._status(home, run_id) == "done"
-        assert chaos._lines(home / f"{run_id}.{chaos.ERRORS}") == []
+        assert fired == 1 and chaos.status_of(home, run_id) == "done"
+        assert chaos.read_notes(home / f"{run_id}.{chaos.ERRORS}") == []
     finally:
         server.stop()

@@ -408,6 +408,7 @@ def test_a_message_too_long_for_the_database_is_one_line_and_left_nowhere(
     database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from teamrt.runs import query as runs
+    from teamrt.runs import steer
 
     run_dir = on_host_a(tmp_path, monkeypatch)
 
@@ -416,7 +417,7 @@ def test_a_message_too_long_for_the_database_is_one_line_and_left_nowhere(
             await store.add_agent("lead", kind="lead", model="sim")
             monkeypatch.setenv(HOST_ENV, "host-b")
             with pytest.raises(runs.RunsError) as refused:
-                runs.send(tmp_path / "home-b" / "runs" / RUN, RUN, "lead", "x" * 2_000_000)
+                steer.send(tmp_path / "home-b" / "runs" / RUN, RUN, "lead", "x" * 2_000_000)
             assert str(refused.value).startswith("the message is 2,000,")
             assert str(refused.value).endswith(
                 "bytes; one sent to a run on another host is at most 1,048,576"

@@ -191,7 +191,7 @@ def test_teamrt_demo_runs_both_teams_offline_and_ends_with_tables(tmp_path: Path
     assert "$ teamrt apply" in out and "fast-forwarded main" in out
     assert "  after: Ran 9 tests" in out and out.split("  after: ")[1].splitlines()[0].endswith("OK")
     report = next((tmp_path / "home" / "demo").glob("*/research/REPORT.md"))
-    for part in ("cli.py", "mailbox/", "runtime/", "worktree/"):
+    for part in ("cli/", "mailbox/", "runtime/", "worktree/"):
         assert f"### {part}" in report.read_text(), "teamrt's own tree, every part"
     assert "the web it searches and reads: pages served at http://127.0.0.1:" in out
     assert "/module-size.html advises: a file over 400 lines usually does more" in report.read_text()

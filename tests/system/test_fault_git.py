@@ -17,7 +17,7 @@ import pytest
 
 from teamrt import home
 from teamrt.models import ModelRequest, Reply
-from teamrt.runs.query import render_show, show_json
+from teamrt.runs.report import render_show, show_json
 from teamrt.runtime.losses import BRANCH_LOST, BRANCH_RESTORED, WORKSPACE_REMADE
 from teamrt.sim.plays.coding import REDO
 from teamrt.store import EventRecord, FinishedCall, ToolCallRecord, ToolUse, open_reader

@@ -37,6 +37,8 @@ from teamrt.testing import chaos
 from teamrt.tools.base import ToolContext, ToolResult
 from teamrt.tui.state import EVENT_TAIL
 from teamrt.tui.widgets import EventLog, Totals
+from tests.helpers.events import marker
+from tests.helpers.teams import Kept
 from tests.helpers.tuidata import coding_run, freeze
 from tests.runtime.test_restore import (
     LEAD_TEAM,
@@ -49,7 +51,7 @@ from tests.runtime.test_restore import (
     text,
     use,
 )
-from tests.runtime.test_team import reviewer, run_team, team_lead
+from tests.runtime.test_team import reviewer, run_supervised, run_team, team_lead
 from tests.tui.test_app import app_on, drive, loaded, run_screen, shown, until
 
 TEAM = """
@@ -124,9 +126,16 @@ DAMAGE: dict[str, Callable[[bytes, str], bytes]] = {
 }
 
 
-def run_with(project: Path, sim: SimServer, hook: Callable[[str], None], **kwargs: Any) -> tuple[Any, Store]:
+def run_with(
+    project: Path,
+    sim: SimServer,
+    hook: Callable[[str], None],
+    setup: Callable[[Supervisor], None] | None = None,
+) -> tuple[Any, Kept]:
     with faults.inject("mail.delivered", hook):
-        return run_team(project, sim, "Get the plan reviewed.", hang=60, **kwargs)
+        if setup is not None:
+            return run_supervised(project, sim, "Get the plan reviewed.", setup, hang=60)
+        return run_team(project, sim, "Get the plan reviewed.", hang=60)
 
 
 # -- a damaged message is named, and delivered again ------------------------------------
@@ -389,13 +398,13 @@ def test_a_store_that_stops_while_every_agent_idles_ends_the_run_in_its_failure(
 
         def waiting(now: bool) -> None:
             told(now)
-            if now and lost and supervisor.store.failure is None and supervisor._all_waiting():
+            if now and lost and supervisor.store.failure is None and supervisor.idling.all_waiting():
                 supervisor.store.stop_after(lambda conn: None, stopped)
 
         supervisor.watchdog.waiting = waiting  # type: ignore[method-assign,assignment]
 
     with pytest.raises(StoreWriteFailed) as raised, faults.inject("mail.delivered", hook):
-        run_team(project, sim, "Get the plan reviewed.", setup, hang=60)
+        run_supervised(project, sim, "Get the plan reviewed.", setup, hang=60)
     assert lost, "the request was lost, so every agent idled"
     assert raised.value is stopped, raised.value
     assert all(m.done.done() for m in running[0].members.values()), "no agent is left waiting"
@@ -444,7 +453,7 @@ def test_idle_teammates_while_the_lead_works_and_a_lead_idle_while_a_child_works
     sim.policies.update(
         {"lead": lead, "researcher": lambda request: Reply().say("idle now"), "reviewer": busy_reviewer}
     )
-    outcome, store = run_team(project, sim, "go", with_slow_tool, hang=60)
+    outcome, store = run_supervised(project, sim, "go", with_slow_tool, hang=60)
     assert (outcome.status, outcome.answer, outcome.reason) == ("done", "all done", None)
     assert store.reader.events(kinds=(RUN_STALLED,)) == []
 
@@ -463,7 +472,7 @@ def test_the_run_view_keeps_a_loss_in_its_header_after_the_event_log_has_moved_o
         store = await coding_run(runs)
         await store.append_event(MAIL_QUARANTINED, {"note": note}, agent="lead")
         for i in range(EVENT_TAIL + 5):  # the event log's tail no longer holds it
-            await store.append_event("noted", {"i": i})
+            await store.append_event(marker("noted"), {"i": i})
         return store
 
     store = asyncio.run(make())

@@ -28,6 +28,7 @@ from teamrt.store.engine import GRACE_ENV, BadGrace, grace_s
 from teamrt.store.ownership import HOST_ENV
 from teamrt.testing import chaos
 from teamrt.testing.pgserver import PgServer
+from tests.helpers.events import marker
 from tests.helpers.pg import pg_server_with_template
 from tests.system.test_cross_host import sql
 
@@ -123,11 +124,11 @@ def test_a_group_whose_session_ends_as_it_commits_is_kept_exactly_once(db: str, 
 
     async def scene() -> list[int]:
         with faults.inject("store.before_commit", before_commit):
-            first = await store.append_event("lost.before_commit", {"n": 1})
+            first = await store.append_event(marker("lost.before_commit"), {"n": 1})
         writer._transact = transact  # type: ignore[method-assign]
         lose_answer["armed"] = True
-        second = await store.append_event("lost.after_commit", {"n": 2})
-        third = await store.append_event("after", {"n": 3})
+        second = await store.append_event(marker("lost.after_commit"), {"n": 2})
+        third = await store.append_event(marker("after"), {"n": 3})
         return [first, second, third]
 
     try:
@@ -150,14 +151,14 @@ def test_a_takeover_while_the_writer_was_cut_off_is_never_written_over(
 
     async def scene() -> None:
         stale = create_store(run_dir, RUN, task="t", workdir="/")
-        await stale.append_event("a.before")
+        await stale.append_event(marker("a.before"))
         stale._lock.release()  # another host: its lock file is not this one's
         assert end_writer(db) == 1
         sql(db, "UPDATE runs SET heartbeat_at = heartbeat_at - 3600")
         monkeypatch.setenv(HOST_ENV, "host-b")
         with open_store(run_dir, RUN) as fresh:
             with pytest.raises(RunTakenOver, match="on host-b"):
-                await stale.append_event("a.after")
+                await stale.append_event(marker("a.after"))
             assert stale._writer.reconnects == 1, "refused after connecting again, by the lease"
             kinds = [e.kind for e in fresh.reader.events()]
         stale.close()
@@ -181,7 +182,7 @@ def test_the_run_view_reads_on_through_a_stop_shorter_than_the_grace(
         server.halt("fast")
         back.start()
         assert follower.read(None).status == "running"
-        asyncio.run(store.append_event("after.restart"))
+        asyncio.run(store.append_event(marker("after.restart")))
         wait_for("the commit heard", lambda: follower.changed(None))
         assert "after.restart" in [e.kind for e in follower.read(None).events]
     finally:
@@ -246,6 +247,9 @@ HOLD_ENV = "TEAMRT_TEST_HOLD"
 
 
 def teamrt_process(*argv: str, project: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``argv`` run by this Python in ``project``; this file run as a script imports ``tests.helpers``, so the
+    checkout is on its path."""
+    env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.Popen(
         [sys.executable, *argv], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, stdin=subprocess.DEVNULL,

@@ -27,7 +27,8 @@ import pytest
 
 from teamrt import home
 from teamrt.models import Reply, ScriptedModel
-from teamrt.runs.query import list_runs, render_ls, render_show
+from teamrt.runs.query import list_runs
+from teamrt.runs.report import render_ls, render_show
 from teamrt.runtime import teamrun
 from teamrt.runtime.losses import STORE_BEHIND
 from teamrt.runtime.teamrun import RunSummary, resume_run
@@ -35,6 +36,7 @@ from teamrt.runtime.verify import verify
 from teamrt.store import StoreReader, create_store, open_reader, open_store
 from teamrt.store.integrity import StoreBehind, read_sidecar
 from teamrt.team import load_team, team_to_json
+from tests.helpers.events import marker
 from tests.helpers.machine import mounted_tmpfs
 
 RUN = "20261128-000000-fault"
@@ -378,7 +380,7 @@ def test_a_store_put_back_from_an_older_copy_is_behind(
 
     async def more() -> None:
         for i in range(5):
-            await store.append_event("pad", {"i": i})
+            await store.append_event(marker("pad"), {"i": i})
 
     try:
         asyncio.run(more())

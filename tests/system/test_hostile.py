@@ -30,18 +30,20 @@ from sqlalchemy.pool import NullPool
 
 from teamrt.agents import load_definitions
 from teamrt.cli import main
+from teamrt.events import SUPERVISOR
 from teamrt.models import Reply, ScriptedModel
 from teamrt.runs import query as runs
-from teamrt.runs.query import render_show
+from teamrt.runs import steer
+from teamrt.runs.report import render_show
 from teamrt.runtime.agent import Outcome
-from teamrt.runtime.supervisor import SUPERVISOR, Supervisor
+from teamrt.runtime.supervisor import Supervisor
 from teamrt.sandbox.bwrap import SANDBOX_EVENT, Sandbox, default_sandbox
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.sandbox.protect import PROTECTED
 from teamrt.sim import SimRequest, SimServer
 from teamrt.store import Store, create_store, open_reader
 from teamrt.team import Role, Team
-from teamrt.testing import pgserver
+from teamrt.testing import pgserver, run_on_sim
 from teamrt.testing.pgserver import PgServer
 from teamrt.tools.files import grep
 from teamrt.tools.files.confine import IN_HOME
@@ -54,7 +56,7 @@ from tests.helpers.git import IDENTITY, git, make_repo, run_worktree_team
 from tests.helpers.hostile import PRIVATE_KEY, SECRET, Call, Said, Scene
 from tests.helpers.machine import needs_bwrap, shown_in_homes
 from tests.helpers.pg import PG_TEMPLATE
-from tests.helpers.teams import FAST
+from tests.helpers.teams import FAST, kept
 
 pytestmark = pytest.mark.hostile
 
@@ -1060,25 +1062,13 @@ def test_lone_surrogates_in_a_reply_through_the_real_sdk_become_replacement_char
 
     sim.policies["lead"] = lead
     run_dir = tmp_path / "home" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
-    store = create_store(run_dir, "r1", task="x", workdir=str(tmp_path))
     team = Team(
         path=tmp_path / "team.toml", name="t", lead=Role("lead", "lead", None, None, None, None, None)
     )
-
-    async def go() -> Outcome:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=load_definitions(tmp_path), project=tmp_path,
-            settings=FAST, sim=sim,
-        )  # fmt: skip
-        return await asyncio.wait_for(supervisor.run("x"), 60)
-
-    try:
-        outcome = asyncio.run(go())
-        tasks = store.reader.tasks()
-        raised = store.reader.events(kinds=("agent.raised",))
-    finally:
-        store.close()
+    outcome = run_on_sim(team, "x", project=tmp_path, sim=sim, run_dir=run_dir, settings=FAST, timeout=60)
+    store = kept(outcome)
+    tasks = store.reader.tasks()
+    raised = store.reader.events(kinds=("agent.raised",))
     assert outcome.status == "done" and outcome.answer == "end \ufffd"
     assert raised == [], "no restart"
     assert [t.subject for t in tasks] == ["s\ufffd"]
@@ -1126,7 +1116,7 @@ def test_only_a_person_may_answer_an_ask_or_stop_the_run(tmp_path: Path) -> None
         while len(store.reader.events(kinds=("control",))) < 2:
             await asyncio.sleep(0.02)
         assert not work.done(), "a forged stop or answer was obeyed"
-        runs.answer(run_dir, "r1", asks[0], False, "no")
+        steer.answer(run_dir, "r1", asks[0], False, "no")
         return await asyncio.wait_for(work, 30)
 
     try:

@@ -53,6 +53,7 @@ from teamrt.tui.look import inert
 from teamrt.tui.run_screen import RunScreen
 from teamrt.tui.runs_screen import RunsScreen
 from teamrt.tui.widgets import Transcript
+from tests.helpers.events import marker
 from tests.helpers.hostile import Scene
 from tests.helpers.machine import needs_bwrap
 
@@ -210,7 +211,8 @@ async def fill(store: Store, h: str, workspace: Path) -> None:
     await store.append_event("sim.unplayed", {"note": f"unplayed {said}"})
     for kind in sorted(LOSSES):  # a loss's note quotes agent data: a file it wrote, a message's sender
         await store.append_event(kind, {"note": f"{kind} {said}", "id": said}, agent="lead")
-    await store.append_event(f"kind{h}", {f"key{h}": said}, agent="lead")  # an event teamrt does not know
+    # an event teamrt does not know
+    await store.append_event(marker(f"kind{h}"), {f"key{h}": said}, agent="lead")
     await said_to(store, "reviewer", f"review {said}")
     await store.set_agent_status("reviewer", "running")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from teamrt.sandbox.bwrap import bwrap_options
-from teamrt.tools.base import ToolContext
+from teamrt.sandbox.confinement import Confinement
 from teamrt.tools.shell.gitguard import git_escape
 
 pytestmark = pytest.mark.hostile
@@ -80,7 +80,7 @@ def test_a_worktrees_repository_is_read_only_and_its_metadata_writable_after_the
     tmp_path: Path,
 ) -> None:
     ws, git_dir, admin = tmp_path / "ws", tmp_path / "repo/.git", tmp_path / "repo/.git/worktrees/a"
-    ctx = ToolContext(ws, tmp_path / "home/runs/r1", writable=(admin,), readable=(git_dir,))
+    ctx = Confinement(ws, tmp_path / "home/runs/r1", writable=(admin,), readable=(git_dir,))
     options = bwrap_options(ctx)
     tmpfs = options.index("--tmpfs")
     ro = options.index(str(git_dir))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from teamrt.tools.shell.command import MORE, Command
 from teamrt.tools.shell.git import GIT
 from teamrt.tools.shell.options import Grammar, options
 from teamrt.tools.shell.parse import MAX_CHARS, ShellSyntaxError, Simple, Word, parse
-from teamrt.tools.shell.programs import MORE, Command, read
+from teamrt.tools.shell.programs import read
 
 
 def words(command: str) -> list[list[str]]:

@@ -15,12 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from teamrt.agents import load_definitions
 from teamrt.models import ModelRequest, Reply, ScriptedModel
-from teamrt.runtime.supervisor import Supervisor
 from teamrt.sandbox.policy import WebPolicy
-from teamrt.store import create_store
-from teamrt.team import load_team, team_to_json
+from teamrt.testing import run_on_sim
 from teamrt.tools import ToolContext, ToolError, ToolResult, builtin_tools
 from teamrt.tools.web.fetch import MAX_REDIRECTS, WebFetch
 from tests.helpers.teams import FAST
@@ -491,11 +488,6 @@ def test_a_run_fetches_pages_and_the_model_reads_them_long_ones_spilled_whole(
     project.mkdir()
     (project / "team.toml").write_text(TEAM.replace("{port}", str(site.port)))
     run_dir = tmp_path / "home" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
-    team = load_team(project / "team.toml", project=project)
-    store = create_store(
-        run_dir, "r1", task="go", workdir=str(project), settings={"team": team_to_json(team)}
-    )
 
     def results(request: ModelRequest) -> list[str]:
         return [b["content"] for b in request.messages[-1]["content"] if b.get("type") == "tool_result"]
@@ -509,17 +501,15 @@ def test_a_run_fetches_pages_and_the_model_reads_them_long_ones_spilled_whole(
     )
     model = ScriptedModel([fetches, Reply().say("read them")])
 
-    async def go() -> Any:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=team, definitions=load_definitions(project), project=project,
-            settings=FAST, models={"sim": model},
-        )  # fmt: skip
-        return await asyncio.wait_for(supervisor.run("go"), 30)
-
-    try:
-        outcome = asyncio.run(go())
-    finally:
-        store.close()
+    outcome = run_on_sim(
+        project / "team.toml",
+        "go",
+        project=project,
+        run_dir=run_dir,
+        settings=FAST,
+        timeout=30,
+        models={"sim": model},
+    )
     assert outcome.status == "done"
     assert "WebFetch" in [t["name"] for t in model.requests[0].tools]
     short, long, denied, asked = results(model.requests[1])

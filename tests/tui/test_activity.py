@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from teamrt.runs.query import describe_call
+from teamrt.runs.render import describe_call
 from teamrt.store import ToolUse, create_store
 from teamrt.tui.activity import WAITING, activity
 

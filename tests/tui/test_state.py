@@ -14,6 +14,7 @@ from teamrt.store import FinishedCall, Store, ToolUse, Usage, create_store, open
 from teamrt.tui import state
 from teamrt.tui.activity import WAITING
 from teamrt.tui.state import RunFollower, RunState
+from tests.helpers.events import marker
 
 AGENTS = 12
 
@@ -122,7 +123,7 @@ def test_changed_moves_with_a_commit_or_with_the_selected_agents_text(tmp_path: 
         follower = RunFollower(run_dir, "run1")
         seen = [follower.changed("lead")]  # the first call: yes
         seen.append(follower.changed("lead"))  # nothing since
-        await store.append_event("x", {}, agent="lead")
+        await store.append_event(marker("x"), {}, agent="lead")
         seen.append(follower.changed("lead"))
         seen.append(follower.changed("lead"))
         stream = TextStream(run_dir, "lead")
@@ -236,7 +237,7 @@ def test_the_runs_list_reads_again_only_the_runs_that_are_live_or_were_written(
     runs.list_runs(runs_dir, cache)
     assert read == []
     with open_store(runs_dir / "done-run", "done-run") as store:  # a write: read again
-        asyncio.run(store.append_event("noted", {}))
+        asyncio.run(store.append_event(marker("noted"), {}))
     read.clear()
     runs.list_runs(runs_dir, cache)
     assert read == ["done-run"]

@@ -22,12 +22,12 @@ import pytest
 from teamrt.agents import load_definitions
 from teamrt.cli import main
 from teamrt.models import Reply
-from teamrt.runs import query as runs
-from teamrt.runtime.supervisor import Supervisor
+from teamrt.runs import steer
 from teamrt.runtime.teamrun import BranchTaken, run_team
 from teamrt.sim import SimRequest, SimServer, shared_server
 from teamrt.store import StoreError, create_store, open_reader
 from teamrt.team import load_team
+from teamrt.testing import run_on_sim
 from teamrt.worktree import GitRepo
 from teamrt.worktree.apply import NOT_RUN, unmerged_work
 from teamrt.worktree.git import admin_dir, driver_overrides
@@ -508,14 +508,8 @@ def test_a_project_outside_git_refuses_worktree_agents(tmp_path: Path, sim: SimS
     project.mkdir()
     (project / "team.toml").write_text(team_toml([]))
     run_dir = project / ".teamrt" / "runs" / "r1"
-    run_dir.mkdir(parents=True)
     sim.policies.update({"lead": lead_spawning("Work.")})
-    with create_store(run_dir, "r1", task="t", workdir=str(project)) as store:
-        supervisor = Supervisor(
-            store=store, run_dir=run_dir, team=load_team(project / "team.toml", project=project),
-            definitions=load_definitions(project), project=project, settings=FAST, sim=sim,
-        )  # fmt: skip
-        outcome = asyncio.run(supervisor.run("t"))
+    outcome = run_on_sim(project / "team.toml", "t", project=project, sim=sim, run_dir=run_dir, settings=FAST)
     assert (
         outcome.answer
         == f"Lead: worktree agents need a git repository with a commit; {project} is not in one"
@@ -559,7 +553,7 @@ def test_a_stop_while_merging_ends_the_gate_and_keeps_the_work(tmp_path: Path, s
         while time.monotonic() < deadline:
             with contextlib.suppress(StoreError), contextlib.closing(open_reader(run_dir, "r1")) as reader:
                 if any(m.status == "merging" for m in reader.merges()):
-                    runs.stop(run_dir, "r1", None)
+                    steer.stop(run_dir, "r1", None)
                     return
             time.sleep(0.05)
 

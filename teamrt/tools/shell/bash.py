@@ -124,9 +124,10 @@ class Bash:
         refusal = sandbox.refusal(ctx.policy)
         if refusal is not None:
             raise ToolError(f"Bash: refused: {refusal}")
-        missing = absent(ctx) if ctx.guard is None else []
+        missing = absent(ctx.confinement) if ctx.guard is None else []
         try:
-            done = await run_in_group(sandbox.command(command, ctx), ctx.workspace, timeout, ctx.on_process)
+            confined = sandbox.command(command, ctx.confinement)
+            done = await run_in_group(confined, ctx.workspace, timeout, ctx.on_process)
         finally:  # a cancelled command was stopped: what it made is moved out all the same
             refused = await asyncio.shield(_protected_after(ctx, missing))
         text = done.output or "(no output)"
@@ -145,7 +146,7 @@ async def _protected_after(ctx: ToolContext, missing: list[Path]) -> str | None:
     if ctx.guard is not None:
         moved = await ctx.guard.check(ctx.workspace, cause="Bash", agent=ctx.agent or None)
         return describe(moved, "the command") if moved else None
-    old = await asyncio.to_thread(quarantine, missing, ctx)
+    old = await asyncio.to_thread(quarantine, missing, ctx.confinement)
     if not old:
         return None
     shown = ", ".join(f"{path.name} (moved to {keep})" for path, keep in old)

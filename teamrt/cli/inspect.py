@@ -1,0 +1,96 @@
+"""``teamrt ls``, ``show``, ``logs``, ``send``, ``stop`` and ``answer``: runs seen and steered from outside.
+
+Each reads a run's store through ``teamrt.runs`` (``query`` for the facts, ``report`` for what ``ls``
+and ``show`` print, ``follow`` for the event log) or acts on it by mail (``steer``); none writes the
+store. A message that went through the database to a run on another host says so on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from teamrt import home
+from teamrt.cli.output import EXIT_FAILED, print_json
+from teamrt.models.pricing import load_prices_file, with_overrides
+from teamrt.runs import follow, query, report, steer
+from teamrt.runs.report import Prices
+from teamrt.runs.steer import Sent
+from teamrt.terminal import clean_line
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.command == "ls":
+        return _ls(args)
+    if args.command == "logs":
+        return _logs(args)
+    run_dir = home.existing_run_dir(args.run)
+    if args.command == "show" and args.json:
+        print_json(report.show_json(run_dir, args.run))
+    elif args.command == "show":
+        prices = _prices_file(args.prices) if args.prices is not None else None
+        print("\n".join(report.render_show(run_dir, args.run, full=args.full, prices=prices)))
+    elif args.command == "send":
+        sent, status = steer.send(run_dir, args.run, args.agent, args.text)
+        print(sent.message.id)
+        _note(sent)
+        if status != "running":
+            print(
+                f"teamrt: note: run {args.run!r} is {status}; the message waits in the mailbox",
+                file=sys.stderr,
+            )
+    elif args.command == "answer":
+        sent = steer.answer(run_dir, args.run, args.ask, args.verdict == "allow", args.reason)
+        print(
+            f"sent {args.verdict} for {args.ask} to the supervisor of run {args.run}"
+            f" (message {sent.message.id})"
+        )
+        _note(sent)
+    else:
+        sent, created = steer.stop(run_dir, args.run, args.agent)
+        what = f"agent {args.agent}" if args.agent else "the run"
+        print(f"asked the supervisor of run {args.run} to stop {what} (message {sent.message.id})")
+        _note(sent)
+        if created:
+            print(
+                "teamrt: note: this run had no supervisor mailbox yet; the request waits there",
+                file=sys.stderr,
+            )
+    return 0
+
+
+def _ls(args: argparse.Namespace) -> int:
+    runs_dir = home.runs_path()
+    summaries = query.list_runs(runs_dir)
+    if args.json:
+        print_json([report.summary_json(s) for s in summaries])
+    else:
+        print("\n".join(report.render_ls(summaries, runs_dir)))
+    return 0
+
+
+def _note(sent: Sent) -> None:
+    """On stderr, for a message that went through the database to a run on another host."""
+    said = steer.describe(sent)
+    if said is not None:
+        print(f"teamrt: note: {clean_line(said)}", file=sys.stderr)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    """``logs``: a line per event (``--json``: a JSON object per line); ``-f`` follows the run to its end
+    and says how it ended (on stderr with ``--json``, so that stdout stays JSON Lines)."""
+    render = follow.event_json if args.json else follow.format_event
+    run_dir = home.existing_run_dir(args.run)
+    status = follow.follow(
+        run_dir, args.run, lambda line: print(line, flush=True), follow=args.follow, render=render
+    )
+    if not args.follow:
+        return 0
+    print(f"run {args.run} ended: {status}", file=sys.stderr if args.json else sys.stdout)
+    return 0 if status == "done" else EXIT_FAILED
+
+
+def _prices_file(path: Path) -> Prices:
+    """``show --prices FILE``: the catalog with FILE laid over it (a bad file raises ``SettingsError``)."""
+    return Prices(with_overrides(load_prices_file(path)), str(path))

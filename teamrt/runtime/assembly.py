@@ -1,0 +1,332 @@
+"""An agent made concrete: its prompt and memory, tools, permissions, workspace, budgets and surroundings.
+
+The supervisor's part that turns a role of the team file into a running
+agent's ``Member`` (``add``, for a new agent; ``restoring`` rebuilds one from
+the store with ``tools_context``, ``spec`` and ``member``). Everything an
+agent is made of is decided here, once: which tools it gets (its definition's,
+the team's coordination tools, its MCP servers'), its permission rules, where
+it works (the project, its worktree, or its parent's workspace) and what is
+protected there, its system prompt with the project's memory, its budgets.
+
+What the agent's surroundings call back (its inbox setting mail aside, its
+idling, a worktree's overlap check) goes to the supervisor, through
+``AgentHost``: the parts that answer are made after this one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from teamrt.agents import AgentDefinition, choose_model
+from teamrt.claudecode.memory import Memory, imports
+from teamrt.claudecode.settings import ClaudeSettings
+from teamrt.mailbox import Inbox, Mailbox
+from teamrt.mailbox.inbox import SetAside
+from teamrt.mailbox.watcher import Watcher
+from teamrt.mcp.config import McpConfig
+from teamrt.mcp.servers import McpServers
+from teamrt.models import Model, lookup, open_model, price_table
+from teamrt.models.types import OnText
+from teamrt.runtime.agent import AgentEnv, AgentSpec
+from teamrt.runtime.asking import HumanAsker
+from teamrt.runtime.budget import Budget, role_budget
+from teamrt.runtime.hooks import RunHooks
+from teamrt.runtime.loop import AgentLoop
+from teamrt.runtime.member import Member
+from teamrt.runtime.stall import Watchdog
+from teamrt.runtime.stream import TextStream
+from teamrt.sandbox.protect import protected_paths
+from teamrt.sandbox.quarantine import Guard
+from teamrt.settings import Settings
+from teamrt.store import Store, Usage
+from teamrt.team import Role, Team
+from teamrt.tools.base import Tool, ToolContext, ToolError
+from teamrt.tools.names import canonical
+from teamrt.tools.permissions import Permissions, Verdict
+from teamrt.tools.team import TeamServices, team_tools
+from teamrt.tools.web.search import WebSearch
+from teamrt.worktree import Checkout, Worktrees
+
+
+class AgentHost(Protocol):
+    """What an agent's surroundings call back in the run (``supervisor.Supervisor`` is one): the run's tools,
+    what the team tools call, the stall watchdog; an inbox that set a file aside (``lostmail``), an agent
+    that starts or stops working, a worktree agent's turn that ran ``tools`` (who else changed its files)."""
+
+    tools: dict[str, Tool]
+    watchdog: Watchdog
+
+    @property
+    def services(self) -> TeamServices: ...
+
+    def set_aside(self, aside: SetAside) -> None: ...
+
+    def set_busy(self, name: str, busy: bool) -> None: ...
+
+    async def check_overlap(self, name: str, tools: list[str]) -> None: ...
+
+
+class Assembly:
+    """Makes the run's agents: one ``Member`` per agent, added to ``members``."""
+
+    def __init__(
+        self, *, store: Store, run_dir: Path, team: Team, definitions: dict[str, AgentDefinition],
+        project: Path, settings: Settings, sim: Any, claude: ClaudeSettings, memory: Memory,
+        hooks: RunHooks, mailbox: Mailbox, watcher: Watcher, members: dict[str, Member],
+        models: dict[str, Model], on_text: OnText | None, worktrees: Worktrees | None,
+        run_budget: Budget, asker: HumanAsker, guard: Guard, mcp: McpConfig, host: AgentHost,
+    ) -> None:  # fmt: skip
+        """``models``: the clients open so far, by name (``model`` adds to it); ``on_text``: where the lead's
+        text streams; ``mcp``: the run's MCP configuration, its servers started as agents need them."""
+        self.store = store
+        self.run_dir = run_dir
+        self.team = team
+        self.definitions = definitions
+        self.project = project
+        self.settings = settings
+        self._sim = sim
+        self.claude = claude
+        self.memory = memory
+        self.hooks = hooks
+        self.mailbox = mailbox
+        self.watcher = watcher
+        self.members = members
+        self.models = models
+        self._on_text = on_text
+        self.worktrees = worktrees
+        self.run_budget = run_budget
+        self.asker = asker
+        self.guard = guard
+        self.host = host
+        self._prices = price_table(settings)
+        lead = self.tools_context("lead", None, None)
+        self.mcp = McpServers(
+            mcp, dataclasses.replace(lead.confinement, env={}), guard=lead.guard, store=store
+        )
+
+    def model(self, name: str) -> Model:
+        """One client per model name, shared by the agents that use it."""
+        if name not in self.models:
+            self.models[name] = open_model(name, settings=self.settings, sim=self._sim)
+        return self.models[name]
+
+    async def add(
+        self,
+        role: Role,
+        name: str,
+        *,
+        kind: str,
+        parent: str | None,
+        depth: int,
+        fork_of: Member | None = None,
+    ) -> Member:
+        definition = self.definitions.get(role.agent)
+        if definition is None:  # a resumed run whose agent file has stopped loading since it started
+            raise ToolError(f"the agent {role.agent!r} of role {role.name!r} no longer loads (teamrt agents"
+                            " says why)")  # fmt: skip
+        model_name = (
+            fork_of.loop.spec.model_name if fork_of else choose_model(role.model, definition, self.team.model)
+        )
+        checkout = None
+        if kind == "worktree":
+            assert self.worktrees is not None
+            checkout = await self.worktrees.create(name, parent)
+            await self.guard.watch(checkout.workspace)
+        tools = self.tools_context(kind, parent, checkout)
+        await self.store.add_agent(
+            name,
+            kind=kind,
+            model=model_name,
+            parent=parent,
+            role=role.name,
+            definition=dataclasses.asdict(definition),
+            workspace=str(tools.workspace),
+            branch=checkout.branch if checkout else None,
+            budget_tokens=role.budget_tokens,
+            budget_usd=role.budget_usd,
+        )
+        if checkout is not None:
+            await self.store.append_event("worktree.created", {"base": checkout.base}, agent=name)
+        epoch = await self.store.begin_epoch(name)
+        if fork_of is not None:
+            spec = dataclasses.replace(fork_of.loop.spec, name=name, role=role.name, persistent=False)
+        else:
+            await self.mcp.prepare(self.mcp.servers_for(definition))
+            spec = self.spec(name, role, definition, model_name, persistent=kind == "team")
+        messages = list(fork_of.loop.messages) if fork_of else None
+        if messages:
+            await self.store.append_turn(name, epoch=epoch, role="compaction", content=messages)
+        return self.member(name, kind, parent, depth, role, spec, tools, epoch, messages, checkout)
+
+    def tools_context(self, kind: str, parent: str | None, checkout: Checkout | None) -> ToolContext:
+        """Where an agent works: the project (the lead), its checkout, or its parent's workspace."""
+        extra = (self.run_dir / "spill",)
+        policy = self.team.sandbox
+        if parent is None:
+            protected = self._protected(self.project, also=self.memory_paths())
+            return ToolContext(
+                workspace=self.project, run_dir=self.run_dir, extra_roots=extra, protected=protected,
+                policy=policy, env=dict(self.claude.env), web=self.team.web, guard=self.guard,
+            )  # fmt: skip
+        if checkout is not None:
+            assert self.worktrees is not None
+            return ToolContext(
+                workspace=checkout.workspace, run_dir=self.run_dir, extra_roots=extra,
+                env={**self.claude.env, **checkout.env(self.worktrees.repo)},
+                readable=(self.worktrees.repo.git_dir,),
+                writable=checkout.writable, protected=self._protected(checkout.path, checkout.workspace),
+                policy=policy, web=self.team.web, guard=self.guard,
+            )  # fmt: skip
+        return self.members[parent].loop.env.tools  # forks and teammates work where their parent does
+
+    def _protected(self, *roots: Path, also: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+        """The protected paths of an agent working in ``roots``: the project's and the repository's too, and
+        ``also`` (the files the run's memory imports)."""
+        repo = self.worktrees.repo if self.worktrees is not None else None
+        tops = (*roots, self.project, *((repo.root,) if repo is not None else ()))
+        return protected_paths(
+            tops,
+            home=self.run_dir.parent.parent,
+            git_dir=repo.git_dir if repo is not None else None,
+            team_file=None if self.team.path.is_dir() else self.team.path,  # run --agent: the project
+            also=also,
+        )
+
+    def spec(
+        self, name: str, role: Role, definition: AgentDefinition, model_name: str, *, persistent: bool
+    ) -> AgentSpec:
+        return AgentSpec(
+            name=name,
+            model=self.model(model_name),
+            model_name=model_name,
+            system=self._with_memory(self._system(role, definition)),
+            tools=self._tools_for(definition, role),
+            permissions=self._permissions(role, definition),
+            info=lookup(model_name, self._prices),
+            role=role.name,
+            team=self.team.name,
+            max_turns=role.max_turns or definition.max_turns,
+            persistent=persistent,
+        )
+
+    def _system(self, role: Role, definition: AgentDefinition) -> str:
+        """The agent's system prompt; the lead's also names the roles it may spawn, which the team file,
+        not its definition, decides."""
+        if role.name != "lead" or not self.team.roles:
+            return definition.prompt
+        roles = "\n".join(f"- {name}: {self._description(r.agent)}" for name, r in self.team.roles.items())
+        return (
+            f"{definition.prompt}\n\nThe roles of your team, for spawn_agent's role (kinds worktree and"
+            f" team; forks need none) and Task's subagent_type:\n{roles}"
+        )
+
+    def _description(self, agent: str) -> str:
+        definition = self.definitions.get(agent)
+        return definition.description if definition else "(its agent file no longer loads; do not use it)"
+
+    def _with_memory(self, prompt: str) -> str:
+        """``prompt``, then the run's memory (CLAUDE.md ...), the same for every agent."""
+        return f"{prompt}\n\n{self.memory.text}" if self.memory.text else prompt
+
+    def memory_paths(self) -> tuple[Path, ...]:
+        """The project's memory files the run read and every file they import (found or not, as resolved now):
+        protected for the run, so no agent can put text into the next run's system prompts."""
+        found: list[Path] = []
+        for file in self.memory.files:
+            found.append(file.path)
+            for target in imports(file.text):
+                if not target.startswith("~") and "\0" not in target:
+                    found.append(Path(os.path.normpath(file.path.parent / target)))
+        top = Path(os.path.realpath(self.project))
+        inside = [p for p in found if Path(os.path.realpath(p.parent)).is_relative_to(top)]
+        return tuple(dict.fromkeys(inside))
+
+    def member(
+        self, name: str, kind: str, parent: str | None, depth: int, role: Role, spec: AgentSpec,
+        tools: ToolContext, epoch: int, messages: list[Any] | None, checkout: Checkout | None,
+        spent: Usage | None = None,
+    ) -> Member:  # fmt: skip
+        self.mailbox.register(name)
+        inbox = Inbox(self.mailbox, name, watcher=self.watcher, on_quarantine=self.host.set_aside,
+                      on_wait=self.host.watchdog.waiting)  # fmt: skip
+        self.host.watchdog.changed()
+        stream = TextStream(self.run_dir, name)
+        echo = self._on_text if kind == "lead" else None
+        budget = role_budget(
+            name, None if kind in ("lead", "fork") else role.name, role.budget_tokens, role.budget_usd
+        )
+        if spent is not None:  # a resumed agent's budget counts what it spent before
+            budget.spent_tokens, budget.spent_usd = spent.total_tokens, spent.cost_usd
+        env = AgentEnv(
+            store=self.store,
+            tools=tools,
+            spill_dir=self.run_dir / "spill",
+            asker=self.asker,
+            budgets=[budget, self.run_budget],
+            inbox=inbox,
+            on_text=stream.write if echo is None else _tee(stream.write, echo),
+            stream=stream,
+            keep_waiting=lambda: any(
+                m.parent == name and m.busy and not m.done.done() for m in self.members.values()
+            ),
+            on_idle=lambda idle: self.host.set_busy(name, not idle),
+            current_epoch=lambda agent: self.members[agent].loop.epoch if agent in self.members else None,
+            after_tools=(lambda tools: self.host.check_overlap(name, tools)) if checkout else None,
+            hooks=self.hooks.for_agent(self.store, name=name, kind=kind, agent=role.agent),
+        )
+        member = Member(
+            name, kind, parent, depth, AgentLoop(spec, env, epoch=epoch, messages=messages), inbox,
+            checkout=checkout,
+        )  # fmt: skip
+        self.members[name] = member
+        return member
+
+    def _tools_for(self, definition: AgentDefinition, role: Role) -> dict[str, Tool]:
+        """The tools ``definition`` names (all when it names none) and the team's coordination tools, less
+        those it disallows; names compared as the model sees them. Claude Code's TodoWrite and Task, team
+        tools in teamrt, come only when named, as in Claude Code. WebSearch, which the API runs and no
+        rule can ask about call by call, comes only when the agent's permissions do not deny it, with the
+        team's search domains."""
+        team = team_tools(self.host.services)
+
+        def wanted(name: str) -> bool:
+            shown = canonical(name) or name
+            coordination = name in team and canonical(name) is None
+            named = definition.tools is None or shown in definition.tools or coordination
+            return named and shown not in definition.disallowed_tools
+
+        tools = {n: tool for n, tool in self.host.tools.items() if wanted(n)}
+        search = tools.get("WebSearch")
+        if isinstance(search, WebSearch):
+            decision = self._permissions(role, definition).decide(
+                "WebSearch", {}, read_only=True, workspace=self.project
+            )
+            if decision.verdict is Verdict.DENY:
+                del tools["WebSearch"]
+            else:
+                tools["WebSearch"] = dataclasses.replace(search, policy=self.team.web)
+        tools |= {tool.name: tool for tool in self.mcp.tools_for(definition)}  # started by add or restoring
+        return tools
+
+    def _permissions(self, role: Role, definition: AgentDefinition) -> Permissions:
+        mode = role.permission_mode or definition.permission_mode or self.claude.default_mode or "default"
+        allow = [*self.team.allow, *team_tools(self.host.services)]  # coordination, unless a rule denies it
+        return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask, then=self.claude.rules)
+
+    def mcp_notices(self) -> list[str]:
+        """What the run's MCP configuration left out, and the repository's servers that do not start."""
+        config = self.mcp.config
+        blocked = [f"MCP server {b.config.name!r} ({b.config.source}) does not start: {b.reason}"
+                   for b in config.blocked.values()]  # fmt: skip
+        return [*config.problems, *blocked]
+
+
+def _tee(*sinks: OnText) -> OnText:
+    def write(text: str) -> None:
+        for sink in sinks:
+            sink(text)
+
+    return write
