@@ -20,7 +20,7 @@ from teamrt.sandbox.bwrap import default_sandbox
 from teamrt.sandbox.protect import PROTECTED, protected_paths
 from teamrt.tools import ToolContext, ToolError, ToolResult, builtin_tools
 from teamrt.tools.files import grep, rg
-from teamrt.tools.files.confine import IN_HOME, Confinement
+from teamrt.tools.files.confine import IN_HOME, FileRoots
 from teamrt.tools.files.glob import GLOB_RESULTS
 from teamrt.tools.files.grep import GREP_FILE_BYTES, GREP_FILES, GREP_LINES
 
@@ -591,7 +591,7 @@ def test_ripgrep_itself_sees_no_further_than_the_root_it_searches(
     (ws / "ok.txt").write_text("needle\n")
     binary = rg.binary()
     assert binary is not None
-    scope = rg.Scope.of(Confinement.of(ctx), "Grep", ".")
+    scope = rg.Scope.of(FileRoots.of(ctx), "Grep", ".")
     argv = scope.argv(binary, ["--files-with-matches", "--null", "--follow", "--glob=**", "--regexp=needle"])
     out = asyncio.run(rg.run("Grep", argv, scope.directory, 20, "")).out
     if default_sandbox().confined:

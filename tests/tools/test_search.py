@@ -19,7 +19,7 @@ import pytest
 from teamrt.sandbox.bwrap import Sandbox, default_sandbox
 from teamrt.tools import Tool, ToolContext, ToolError
 from teamrt.tools.files import rg
-from teamrt.tools.files.confine import Confinement
+from teamrt.tools.files.confine import FileRoots
 from teamrt.tools.files.glob import Glob
 from teamrt.tools.files.grep import GREP_FILES, GREP_LINES, Grep
 from teamrt.tools.files.textfile import LINE_CHARS
@@ -278,7 +278,7 @@ def test_a_gitignore_cannot_unignore_git_or_teamrts_home(
         assert run(ctx, "Glob", pattern=pattern) == f"no files match {pattern} in ."
     binary = rg.binary()
     assert binary is not None
-    scope = rg.Scope.of(Confinement.of(ctx), "Glob", ".")
+    scope = rg.Scope.of(FileRoots.of(ctx), "Glob", ".")
     for options in (["--files"], ["--files", "--glob=**"], ["--files-with-matches", "--regexp=needle"]):
         out = asyncio.run(rg.run("Glob", scope.argv(binary, options), ws, 20, "")).out.decode()
         assert "ok.txt" in out and ".git/" not in out and ".teamrt/" not in out, "ripgrep itself skips both"

@@ -64,7 +64,7 @@ def shown(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Confinement:
+class FileRoots:
     """An agent's roots, canonical, and what it may read and write beneath them."""
 
     workspace: Path
@@ -76,7 +76,7 @@ class Confinement:
     """Each root as the context names it (absolute, normalized) and canonical, for absolute paths."""
 
     @classmethod
-    def of(cls, ctx: ToolContext) -> Confinement:
+    def of(cls, ctx: ToolContext) -> FileRoots:
         given = (ctx.workspace, *ctx.extra_roots)
         real = tuple(Path(os.path.realpath(root)) for root in given)
         return cls(

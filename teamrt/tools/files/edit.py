@@ -1,7 +1,7 @@
 """The file tools ``Read``, ``Write``, ``Edit`` and ``MultiEdit``; ``Glob``, ``Grep`` and ``LS`` come from
 their own modules.
 
-Every path goes through ``Confinement.resolve``: walked name by name from the
+Every path goes through ``FileRoots.resolve``: walked name by name from the
 root that holds it (``beneath``), symlinks followed by hand within the roots,
 then checked (teamrt's home, protected paths, deny rules). The tool then reads,
 writes and renames through the descriptors of that walk, so a sandboxed shell
@@ -27,7 +27,7 @@ from teamrt.tools import toolargs
 from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
 from teamrt.tools.files import beneath
 from teamrt.tools.files.beneath import TEMPORARY_SUFFIX, remove_temporaries
-from teamrt.tools.files.confine import Confinement, reason
+from teamrt.tools.files.confine import FileRoots, reason
 from teamrt.tools.files.glob import Glob
 from teamrt.tools.files.grep import Grep
 from teamrt.tools.files.textfile import LINE_CHARS, line_text, lines, open_text, regular
@@ -82,10 +82,10 @@ class Read:
         file_path = toolargs.path(input, "Read")
         offset = toolargs.whole(input, "Read", "offset", 1)
         limit = toolargs.whole(input, "Read", "limit", READ_LINES)
-        return ToolResult(await asyncio.to_thread(_read, Confinement.of(ctx), file_path, offset, limit))
+        return ToolResult(await asyncio.to_thread(_read, FileRoots.of(ctx), file_path, offset, limit))
 
 
-def _read(conf: Confinement, file_path: str, offset: int, limit: int) -> str:
+def _read(conf: FileRoots, file_path: str, offset: int, limit: int) -> str:
     with conf.resolve("Read", file_path) as spot:
         f = open_text("Read", spot, file_path, "read")
     shown: list[str] = []
@@ -133,10 +133,10 @@ class Write:
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         file_path = toolargs.path(input, "Write")
         content = toolargs.text(input, "Write", "content")
-        return ToolResult(await asyncio.to_thread(_write, Confinement.of(ctx), file_path, content))
+        return ToolResult(await asyncio.to_thread(_write, FileRoots.of(ctx), file_path, content))
 
 
-def _write(conf: Confinement, file_path: str, content: str) -> str:
+def _write(conf: FileRoots, file_path: str, content: str) -> str:
     with conf.resolve("Write", file_path, write=True) as spot:
         if spot.stat is not None:
             regular("Write", spot, file_path)
@@ -180,11 +180,11 @@ class Edit:
         replace_all = toolargs.flag(input, "Edit", "replace_all")
         change = _Change(old, new, replace_all)
         change.check("Edit")
-        conf = Confinement.of(ctx)
+        conf = FileRoots.of(ctx)
         return ToolResult(await asyncio.to_thread(_edit, conf, file_path, change))
 
 
-def _edit(conf: Confinement, file_path: str, change: _Change) -> str:
+def _edit(conf: FileRoots, file_path: str, change: _Change) -> str:
     with conf.resolve("Edit", file_path, write=True) as spot:
         st = regular("Edit", spot, file_path)
         text = _load("Edit", conf, spot, file_path)
@@ -233,7 +233,7 @@ def _too_large(op: str, file_path: str, what: str = "") -> ToolError:
     return ToolError(f"{op}: {what or file_path + ' is'} over {mib} MiB, too large to edit; use Bash")
 
 
-def _load(op: str, conf: Confinement, spot: beneath.Spot, file_path: str) -> str:
+def _load(op: str, conf: FileRoots, spot: beneath.Spot, file_path: str) -> str:
     """The whole existing file ``spot`` names as UTF-8 text (at most EDIT_BYTES of it), or a ToolError.
 
     A file the agent's deny rules keep it from reading is refused: what an edit answers (not found,
@@ -299,7 +299,7 @@ class MultiEdit:
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         file_path = toolargs.path(input, "MultiEdit")
         changes = _changes(input.get("edits"))
-        conf = Confinement.of(ctx)
+        conf = FileRoots.of(ctx)
         return ToolResult(await asyncio.to_thread(_multi_edit, conf, file_path, changes))
 
 
@@ -328,7 +328,7 @@ def _changes(edits: Any) -> list[_Change]:
     return changes
 
 
-def _multi_edit(conf: Confinement, file_path: str, changes: list[_Change]) -> str:
+def _multi_edit(conf: FileRoots, file_path: str, changes: list[_Change]) -> str:
     with conf.resolve("MultiEdit", file_path, write=True) as spot:
         creating = not changes[0].old
         if creating:

@@ -23,7 +23,7 @@ from typing import Any
 from teamrt.tools import toolargs
 from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
 from teamrt.tools.files import rg
-from teamrt.tools.files.confine import Confinement, hidden_note
+from teamrt.tools.files.confine import FileRoots, hidden_note
 
 OP = "Glob"
 GLOB_RESULTS = 100
@@ -66,7 +66,7 @@ class Glob:
         if ".." in pattern.split("/"):
             raise ToolError(f"{OP}: '..' is not allowed in the pattern; give the directory as path")
         binary = rg.required(OP)
-        conf = Confinement.of(ctx)
+        conf = FileRoots.of(ctx)
         scope = await asyncio.to_thread(rg.Scope.of, conf, OP, path)
         files, matches = await _listings(scope, binary, pattern)
         if (why := matches.glob_error()) is not None:

@@ -21,7 +21,7 @@ from typing import Any
 from teamrt.tools import toolargs
 from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
 from teamrt.tools.files import beneath, rg
-from teamrt.tools.files.confine import Confinement, hidden_note
+from teamrt.tools.files.confine import FileRoots, hidden_note
 from teamrt.tools.files.textfile import line_text, open_text
 
 OP = "Grep"
@@ -94,7 +94,7 @@ class Grep:
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         query = _Query.of(input)
         binary = rg.required(OP)
-        conf = Confinement.of(ctx)
+        conf = FileRoots.of(ctx)
         scope = await asyncio.to_thread(rg.Scope.of, conf, OP, query.path, _searchable(query.path))
         found = await rg.run(OP, scope.argv(binary, query.options()), scope.directory, GREP_SECONDS, _NARROW)
         if (failure := found.failure(OP)) is not None:

@@ -22,7 +22,7 @@ from typing import Any
 from teamrt.tools import toolargs
 from teamrt.tools.base import ToolContext, ToolError, ToolResult, object_schema
 from teamrt.tools.files import beneath
-from teamrt.tools.files.confine import Confinement, shown
+from teamrt.tools.files.confine import FileRoots, shown
 
 LS_ENTRIES = 1000
 """Entries one listing shows."""
@@ -63,7 +63,7 @@ class LS:
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = toolargs.path(input, "LS", "path")
         ignore = _patterns(input.get("ignore", []))
-        return ToolResult(await asyncio.to_thread(_Listing(Confinement.of(ctx), ignore).run, path))
+        return ToolResult(await asyncio.to_thread(_Listing(FileRoots.of(ctx), ignore).run, path))
 
 
 def _patterns(value: Any) -> re.Pattern[str] | None:
@@ -88,7 +88,7 @@ def _patterns(value: Any) -> re.Pattern[str] | None:
 class _Listing:
     """One listing: walks, renders, and counts what was left out."""
 
-    conf: Confinement
+    conf: FileRoots
     ignore: re.Pattern[str] | None
     """What the ignore patterns match, names and relative paths alike; None when there are none."""
     lines: list[str] = field(default_factory=list)

@@ -40,7 +40,7 @@ from teamrt.sandbox import seccomp
 from teamrt.sandbox.bwrap import default_sandbox
 from teamrt.tools.base import ToolError
 from teamrt.tools.files import beneath
-from teamrt.tools.files.confine import Confinement, shown
+from teamrt.tools.files.confine import FileRoots, shown
 
 OUTPUT_BYTES = 8 * 1024 * 1024
 """ripgrep's output read at most; a search that prints more is stopped there."""
@@ -84,7 +84,7 @@ class Scope:
 
     @classmethod
     def of(
-        cls, conf: Confinement, op: str, path: str, file: Callable[[beneath.Spot], None] | None = None
+        cls, conf: FileRoots, op: str, path: str, file: Callable[[beneath.Spot], None] | None = None
     ) -> Scope:
         """The directory ``path`` names; or, when ``file`` is given (it checks the file), a file too."""
         with conf.resolve(op, path) as spot:
@@ -278,7 +278,7 @@ class Paths:
     followed: a regular file that is there now, not a symlink swapped in.
     """
 
-    conf: Confinement
+    conf: FileRoots
     scope: Scope
     hidden: int = 0
     """Paths a deny rule hid."""
