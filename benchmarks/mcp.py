@@ -26,7 +26,7 @@ from teamrt.mcp.config import McpConfig, parse_entry
 from teamrt.mcp.servers import McpServers
 from teamrt.tools.base import ToolContext
 
-SERVER = Path(__file__).resolve().parents[1] / "tests" / "mcp_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "tests" / "helpers" / "procs" / "mcp_server.py"
 TARGET_MS = 5.0
 
 

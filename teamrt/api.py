@@ -19,6 +19,7 @@ from pathlib import Path
 
 from teamrt import home
 from teamrt.errors import UserError
+from teamrt.events import AgentKind, AgentStatus, MergeStatus
 from teamrt.models.types import OnText
 from teamrt.runtime.teamrun import (
     Choices,
@@ -45,11 +46,11 @@ class AgentResult:
     """One agent of a finished run, as its store keeps it."""
 
     name: str
-    kind: str
-    """``lead``, ``fork``, ``worktree`` or ``team`` (a teammate)."""
+    kind: AgentKind
+    """``lead``, ``fork``, ``worktree``, ``team`` (a teammate) or ``task``."""
     role: str | None
     model: str
-    status: str
+    status: AgentStatus
     """``done``, ``failed`` or ``stopped`` (``running`` or ``idle`` only in a run that did not end)."""
     reason: str | None
     """Why it failed or stopped."""
@@ -65,7 +66,7 @@ class BranchResult:
 
     agent: str
     branch: str
-    merge: str | None
+    merge: MergeStatus | None
     """The merge queue's last word on it: ``queued``, ``merging``, ``merged``, ``conflict`` or ``red``
     (its gates failed); None: never offered to the queue."""
     landed: bool
