@@ -733,12 +733,17 @@ def test_run_with_tui_starts_the_run_shows_it_and_leaves_it_going_on_q(home: Pat
                 screen += os.read(master, 65536)
         assert b"1 ask waiting" in screen, screen[-2000:]
         os.write(master, b"q")
-        assert child.wait(timeout=60) == 0
-        while select.select([master], [], [], 0.2)[0]:
-            try:
-                screen += os.read(master, 65536)
-            except OSError:
+        # Read on while it exits: a child whose terminal is full blocks on its last words, never exiting.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    screen += os.read(master, 65536)
+                except OSError:  # the terminal closed: the child has gone
+                    break
+            elif child.poll() is not None:
                 break
+        assert child.wait(timeout=5) == 0
     finally:
         child.kill()
         os.close(master)
