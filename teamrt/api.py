@@ -173,26 +173,8 @@ async def run_async(
     on_notice: Notice | None = None,
     run_id: str | None = None,
 ) -> RunResult:
-    """``run()``, awaitable: the run goes on in the caller's event loop.
-
-    Args:
-        prompt: As ``run()``'s.
-        team: As ``run()``'s.
-        agent: As ``run()``'s.
-        project: As ``run()``'s.
-        model: As ``run()``'s.
-        budget_usd: As ``run()``'s.
-        on_text: As ``run()``'s.
-        on_notice: As ``run()``'s.
-        run_id: As ``run()``'s.
-
-    Returns:
-        The ``RunResult``.
-
-    Raises:
-        UserError: As ``run()`` does.
-        TeamrtError: As ``run()`` does.
-    """
+    """``run()``, awaitable: the run goes on in the caller's event loop. It takes, returns and raises what
+    ``run()`` does."""
     where = _project(project)
     choices = Choices(model=model, budget_usd=budget_usd)
     if agent is not None:

@@ -65,7 +65,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    with SimServer() as server:
+    """The simulator, keeping every request it is sent (``sim.requests``) for a test to read."""
+    with SimServer(record=True) as server:
         yield server
 
 

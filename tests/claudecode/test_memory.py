@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -283,12 +282,6 @@ def test_a_nul_in_an_import_is_text(project: Path, home: Path) -> None:
 
 
 # -- in a run -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
 
 
 def forking_lead(request: SimRequest) -> Reply:

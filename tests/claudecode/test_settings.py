@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -307,12 +306,6 @@ def test_a_huge_rule_list_loads_and_decides_quickly(tmp_path: Path, project: Pat
 # -- in a run ---------------------------------------------------------------------------------
 
 TEAM = '[team]\nmodel = "sim"\non_ask = "deny"\n'
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
 
 
 def run(project: Path, sim: SimServer, team: str = TEAM) -> RunResult:

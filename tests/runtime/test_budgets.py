@@ -10,7 +10,6 @@ import asyncio
 import dataclasses
 import random
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +78,6 @@ def project(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "notes.toml").write_text("x = 1\n")
     return path
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
 
 
 def supervisor_for(project: Path, store: Store, sim: SimServer) -> Supervisor:

@@ -4,7 +4,6 @@ has left behind is recorded but not acted on (tests/runtime/test_loop.py covers 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +40,6 @@ class ExplodesOnce:
             self.exploded = True
             raise RuntimeError("bug in the tool")
         return ToolResult("worked")
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
 
 
 def test_a_restarted_childs_result_counts_and_one_from_its_earlier_epoch_does_not(

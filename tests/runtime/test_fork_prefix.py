@@ -15,7 +15,6 @@ its cache entry ends, is the fork's exactly.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,12 +201,6 @@ def project(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "team.toml").write_text(TEAM)
     return path
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
 
 
 def check_one_spawn(sim: SimServer, store: Kept, directives: set[str]) -> list[Spawn]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,6 @@ def project(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "team.toml").write_text(TEAM)
     return path
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
 
 
 def run_team(

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +70,6 @@ def project(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "team.toml").write_text(TEAM)
     return path
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
 
 
 def teamrt(*args: str, project: Path) -> subprocess.CompletedProcess[str]:

@@ -52,12 +52,6 @@ def team_toml(gates: list[str]) -> str:
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(record=True) as server:
-        yield server
-
-
-@pytest.fixture
 def project(tmp_path: Path) -> Path:
     repo = make_repo(
         tmp_path / "project",
