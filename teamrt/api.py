@@ -33,6 +33,7 @@ from teamrt.runtime.teamrun import (
 )
 from teamrt.store import open_reader
 from teamrt.team import Team
+from teamrt.terminal import clean
 from teamrt.worktree.facts import on_branch, repo_of
 
 
@@ -104,6 +105,11 @@ class RunResult:
     """The worktree agents' branches."""
     run_dir: Path
     """Where the run is kept: its store, mailbox, logs and worktrees."""
+
+    def shown(self) -> str:
+        """The answer fit for a terminal, as ``teamrt run`` prints it: the model's words with their control
+        sequences made inert (``answer`` is the text as the lead wrote it)."""
+        return clean(self.answer)
 
 
 def run(

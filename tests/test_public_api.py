@@ -105,6 +105,24 @@ def test_a_team_built_in_code_runs_with_its_text_streamed(
     assert [(a.name, a.status) for a in result.agents] == [("lead", "done")]
 
 
+@pytest.mark.hostile
+def test_an_answer_made_to_act_on_the_terminal_is_shown_inert(tmp_path: Path) -> None:
+    """A lead answering with escape sequences (a clipboard write, a title, a cursor move): ``answer`` keeps
+    its words as written, ``shown()`` (what the README prints) carries no control character."""
+    from teamrt.testing import Reply, SimServer, run_on_sim
+
+    project = tmp_path / "project"
+    project.mkdir()
+    hostile = "done\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;pwned\x07\x1b[2J\x1b[1A\rfake\x9b31m"
+    team = teamrt.Team(path=project, name="solo", lead=teamrt.Role("lead", "lead"), model="sim")
+    with SimServer({"lead": lambda request: Reply().say(hostile)}) as sim:
+        result = run_on_sim(team, "go", project=project, sim=sim, run_dir=tmp_path / "home" / "runs" / "r1")
+    assert result.answer == hostile, "the text is kept as the lead wrote it"
+    shown = result.shown()
+    assert not any((ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in shown), repr(shown)
+    assert shown.startswith("done") and "fake" in shown, "the words stay readable"
+
+
 def test_a_call_that_cannot_start_is_one_user_error(tmp_path: Path) -> None:
     with pytest.raises(teamrt.UserError, match="a team or an agent, not both"):
         teamrt.run("go", team="team.toml", agent="lead", project=tmp_path)
