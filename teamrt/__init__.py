@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from teamrt.errors import TeamrtError, UserError
 
 if TYPE_CHECKING:
-    from teamrt.api import RunResult, resume, run, run_async
+    from teamrt.api import RunResult, continue_run, resume, run, run_async
     from teamrt.team import Role, Team
 
 __version__ = "0.1.0"
 
 _HOMES = {
     "RunResult": "teamrt.api",
+    "continue_run": "teamrt.api",
     "resume": "teamrt.api",
     "run": "teamrt.api",
     "run_async": "teamrt.api",
@@ -53,6 +54,7 @@ __all__ = [
     "TeamrtError",
     "UserError",
     "__version__",
+    "continue_run",
     "resume",
     "run",
     "run_async",

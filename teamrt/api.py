@@ -1,4 +1,5 @@
-"""teamrt from Python: ``run()`` a team to its end, ``resume()`` one that crashed, read the ``RunResult``.
+"""teamrt from Python: ``run()`` a team to its end, ``resume()`` one that crashed, ``continue_run()`` one
+that ended with a follow-up, read the ``RunResult``.
 
     import teamrt
 
@@ -21,6 +22,7 @@ from teamrt import home
 from teamrt.errors import UserError
 from teamrt.events import AgentKind, AgentStatus, MergeStatus
 from teamrt.models.types import OnText
+from teamrt.runtime import continuing
 from teamrt.runtime.teamrun import (
     Choices,
     NoPrompt,
@@ -80,7 +82,8 @@ class RunResult:
 
     run_id: str
     status: str
-    """``done``, ``failed`` or ``stopped`` (a budget spent, a stop sent)."""
+    """``done``, ``failed``, ``stopped`` (a budget spent, a stop sent) or ``blocked`` (calls were refused
+    and nothing else was done: ``reason`` names the first refusal)."""
     answer: str
     """The lead's last answer."""
     reason: str | None
@@ -241,6 +244,49 @@ def resume(
     """
     where = None if project is None else _project(project)
     work = resume_run(run_id, project=where, on_text=on_text, on_notice=on_notice, accept_loss=accept_loss)
+    return result_of(asyncio.run(work))
+
+
+def continue_run(
+    run_id: str,
+    prompt: str,
+    *,
+    project: Path | str | None = None,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+    max_turns: int | None = None,
+    on_text: OnText | None = None,
+    on_notice: Notice | None = None,
+) -> RunResult:
+    """Go on with a run that ended on a follow-up ``prompt``, as ``teamrt continue`` does: a new round of
+    the same run, the same lead with its whole conversation (the prompt cache still holds), its agents and
+    branches.
+
+    Args:
+        run_id: The run, as ``RunResult.run_id`` or ``teamrt ls`` names it: done, failed, blocked or
+            stopped (a budget spent, a stop sent).
+        prompt: What the lead should do next.
+        project: Where the run is kept: teamrt's home of this directory (default: of the current one).
+        budget_usd: The run's new dollar budget, in all: above what it has spent; needed when its budget
+            ran out.
+        budget_tokens: The run's new token budget, in all: above what it has spent.
+        max_turns: The lead's turns in this round (default: the team's limit, each round).
+        on_text: Called with the lead's text as it streams.
+        on_notice: Called with each line the run says as it goes on.
+
+    Returns:
+        The ``RunResult`` of the round: its answer, status and turns; the run's cost, agents and branches.
+
+    Raises:
+        UserError: No such run; a live run (send its lead mail) or a crashed one (``resume()`` it first);
+            a budget out and not raised, or raised no higher than what was spent; a process holding the run.
+        TeamrtError: The run could not go on.
+    """
+    where = None if project is None else _project(project)
+    work = continuing.continue_run(
+        run_id, prompt, project=where, budget_usd=budget_usd, budget_tokens=budget_tokens,
+        max_turns=max_turns, on_text=on_text, on_notice=on_notice,
+    )  # fmt: skip
     return result_of(asyncio.run(work))
 
 

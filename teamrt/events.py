@@ -25,6 +25,7 @@ EventKind = Literal[
     "run.owner",
     "run.status",
     "run.resumed",
+    "run.continued",
     "run.stalled",
     # its agents
     "agent.added",
@@ -60,7 +61,11 @@ EventKind = Literal[
     "mail.kept_delivered",
     "steering.delivered",
     "ask",
+    "ask.again",
     "ask.answered",
+    # notifications: the run's budget near its end, the person's [notify] command failing
+    "budget.near",
+    "notify.failed",
     # the store itself
     "store.behind",
     # confinement and Claude Code hooks
@@ -81,7 +86,8 @@ EventKind = Literal[
 """Every kind of event the store records."""
 EVENT_KINDS: Final = get_args(EventKind)
 
-RunStatus = Literal["running", "done", "failed", "stopped"]
+RunStatus = Literal["running", "done", "failed", "stopped", "blocked"]
+"""``blocked``: the team ended having done nothing, every call that would have done something refused."""
 SpawnKind = Literal["fork", "worktree", "team"]
 """The agents an agent starts with ``spawn_agent``."""
 AgentKind = Literal["lead", SpawnKind, "task"]
@@ -89,7 +95,8 @@ AgentKind = Literal["lead", SpawnKind, "task"]
 AgentStatus = Literal["pending", "running", "idle", "merging", "done", "failed", "stopped"]
 AgentEnd = Literal["done", "failed", "stopped"]
 """How an agent's loop ends."""
-TaskStatus = Literal["open", "in_progress", "done"]
+TaskStatus = Literal["open", "in_progress", "done", "abandoned"]
+"""``abandoned``: not done when the run ended (its owner had stopped, or nobody had claimed it)."""
 MergeStatus = Literal["queued", "merging", "merged", "conflict", "red"]
 """A worktree branch in the merge queue: queued -> merging -> merged | conflict | red; conflict and red go
 back to the agent, whose next finish queues it again."""

@@ -71,6 +71,15 @@ def sim() -> Iterator[SimServer]:
 
 
 @pytest.fixture
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``<home>/runs`` of a fresh ``TEAMRT_HOME`` (created, empty)."""
+    monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
+    path = tmp_path / "home" / "runs"
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     """An empty run directory, ``<home>/runs/r1``."""
     path = tmp_path / "home" / "runs" / "r1"

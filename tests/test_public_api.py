@@ -28,6 +28,7 @@ PUBLIC = [
     "TeamrtError",
     "UserError",
     "__version__",
+    "continue_run",
     "resume",
     "run",
     "run_async",
@@ -99,7 +100,18 @@ def test_a_team_built_in_code_runs_with_its_text_streamed(
     said: list[str] = []
     result = teamrt.run("Say hello", team=team, project=project, run_id="solo-1", on_text=said.append)
     assert (result.run_id, result.status) == ("solo-1", "done")
-    assert result.answer == "[sim] lead received: Say hello" == "".join(said)
+    assert result.answer.startswith("Report of lead (lead), from my tools' results only.\n- LS . returned:")
+    reader = open_reader(result.run_dir, "solo-1")
+    try:
+        written = [
+            "".join(block["text"] for block in turn.content if block.get("type") == "text")
+            for turn in reader.turns("lead")
+            if turn.role == "assistant"
+        ]
+    finally:
+        reader.close()
+    assert len(written) > 1 and written[-1] == result.answer, "it looked first, then answered"
+    assert "".join(said) == "".join(written), "the lead's text of every turn, streamed as it was written"
     assert result.run_dir == project / ".teamrt" / "runs" / "solo-1", "kept in the project's home"
     assert result.integration_branch is None and result.branches == (), "no git: no worktree agents"
     assert [(a.name, a.status) for a in result.agents] == [("lead", "done")]
@@ -197,9 +209,21 @@ def test_the_readmes_python_example_runs_as_written(tmp_path: Path, monkeypatch:
         env=dict(os.environ),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0] == "done [sim] lead received: Add a --verbose flag and test it", lines
-    run_id = re.fullmatch(r"\$\d+\.\d{4} \(simulated\); its work is on teamrt/(\S+)", lines[1])
-    assert run_id is not None, lines
-    assert (project / ".teamrt" / "runs" / run_id[1]).is_dir(), "kept in the project's home"
-    assert re.fullmatch(r"lead lead done \$\d+\.\d{4}", lines[2]), lines
+    shown, cost, *agents = done.stdout.rsplit("\n$", 1)[0], *done.stdout.rsplit("\n$", 1)[1].splitlines()
+    run_id = re.fullmatch(r"\d+\.\d{4} \(simulated\); its work is on teamrt/(\S+)", cost)
+    assert run_id is not None, done.stdout
+    run_dir = project / ".teamrt" / "runs" / run_id[1]
+    assert run_dir.is_dir(), "kept in the project's home"
+    reader = open_reader(run_dir, run_id[1])
+    try:
+        [*_, last] = reader.turns("lead")
+    finally:
+        reader.close()
+    answer = "".join(block["text"] for block in last.content if block.get("type") == "text")
+    assert shown == f"done {answer}", "the status, then the answer as the store keeps it"
+    assert answer.startswith("2 of 2 roles reported.") and "## coder (coder)" in answer, answer
+    assert [re.sub(r"\$\d+\.\d{4}$", "$", line) for line in agents] == [
+        "lead lead done $",
+        "coder team done $",
+        "reviewer team done $",
+    ], agents

@@ -38,7 +38,7 @@ from teamrt.tools import names
 
 EVENTS = (
     "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop", "SessionStart", "TeammateIdle",
-    "TaskCompleted",
+    "TaskCompleted", "Notification",
 )  # fmt: skip
 """The events teamrt runs hooks at; a settings file naming another gets a warning."""
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
@@ -76,7 +76,8 @@ class SettingsSource(Protocol):
 class Hook:
     event: str
     matcher: str
-    """The tools (``SessionStart``: sources, ``SubagentStop``: agent types) it runs for; "" or ``*``: all."""
+    """The tools (``SessionStart``: sources, ``SubagentStop``: agent types, ``Notification``: notification
+    types) it runs for; "" or ``*``: all."""
     command: str
     timeout: float
     scope: str

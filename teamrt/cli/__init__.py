@@ -20,12 +20,13 @@ from teamrt.cli.parser import build_parser
 from teamrt.errors import UserError
 
 COMMANDS = {
-    "run": "run", "resume": "run", "init": "run",
+    "run": "run", "resume": "run", "init": "init", "continue": "continuing",
     "ls": "inspect", "show": "inspect", "logs": "inspect", "send": "inspect", "stop": "inspect",
     "answer": "inspect",
     "agents": "project", "mcp": "project", "trust": "project",
     "models": "models",
-    "apply": "git", "gc": "git",
+    "apply": "git", "gc": "gc",
+    "diff": "review", "transcript": "review",
     "demo": "demo",
     "tui": "tui",
 }  # fmt: skip
@@ -42,10 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        handle: Callable[[argparse.Namespace], int] = importlib.import_module(
-            f"teamrt.cli.{COMMANDS[args.command]}"
-        ).handle
-        return handle(args)
+        module = "continuing" if getattr(args, "continue_run", False) else COMMANDS[args.command]
+        handle: Callable[[argparse.Namespace], int] = importlib.import_module(f"teamrt.cli.{module}").handle
+        status = handle(args)
+        sys.stdout.flush()  # a reader gone by now (`| head`) is met here, not as a warning at exit
+        return status
     except BrokenPipeError:  # the reader went away (`teamrt models | head`); say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED

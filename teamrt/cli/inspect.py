@@ -13,8 +13,9 @@ from pathlib import Path
 
 from teamrt import home
 from teamrt.cli.output import EXIT_FAILED, print_json
+from teamrt.errors import UserError
 from teamrt.models.pricing import load_prices_file, with_overrides
-from teamrt.runs import follow, query, report, steer
+from teamrt.runs import follow, personmail, query, report, steer
 from teamrt.runs.report import Prices
 from teamrt.runs.steer import Sent
 from teamrt.terminal import clean_line
@@ -32,19 +33,15 @@ def handle(args: argparse.Namespace) -> int:
         prices = _prices_file(args.prices) if args.prices is not None else None
         print("\n".join(report.render_show(run_dir, args.run, full=args.full, prices=prices)))
     elif args.command == "send":
-        sent, status = steer.send(run_dir, args.run, args.agent, args.text)
-        print(sent.message.id)
-        _note(sent)
-        if status != "running":
-            print(
-                f"teamrt: note: run {args.run!r} is {status}; the message waits in the mailbox",
-                file=sys.stderr,
-            )
+        _send(args, run_dir)
     elif args.command == "answer":
-        sent = steer.answer(run_dir, args.run, args.ask, args.verdict == "allow", args.reason)
+        if args.always and args.verdict != "allow":
+            raise UserError("--always goes with allow: teamrt answer RUN ASK allow --always")
+        allow = args.verdict == "allow"
+        sent = steer.answer(run_dir, args.run, args.ask, allow, args.reason, always=args.always)
+        verdict = "allow always" if args.always else args.verdict
         print(
-            f"sent {args.verdict} for {args.ask} to the supervisor of run {args.run}"
-            f" (message {sent.message.id})"
+            f"sent {verdict} for {args.ask} to the supervisor of run {args.run} (message {sent.message.id})"
         )
         _note(sent)
     else:
@@ -58,6 +55,36 @@ def handle(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+DEFAULT_WAIT_S = 10.0
+"""How long ``send`` waits on a terminal for the agent to read the message (``--wait``, ``--no-wait``)."""
+
+
+def _send(args: argparse.Namespace, run_dir: Path) -> None:
+    """``send``: where the message went, then (on a terminal, or with ``--wait``) whether the agent
+    read it: waits up to the seconds given, never when the agent will not read it soon."""
+    from teamrt.runs import receipt
+
+    sent, _ = steer.send(run_dir, args.run, args.agent, args.text)
+    print(clean_line(receipt.delivered_line(sent, args.agent)), flush=True)
+    now = receipt.standing(run_dir, args.run, args.agent)
+    said = receipt.expectation(args.run, args.agent, now)
+    if said is not None:
+        print(clean_line(said))
+        return
+    wait = 0.0 if args.no_wait else args.wait if args.wait is not None else DEFAULT_WAIT_S
+    if wait <= 0 or (args.wait is None and not sys.stdout.isatty()):
+        return
+    took = receipt.read_after(run_dir, args.run, args.agent, sent.message.id, wait)
+    if took is not None:
+        print(f"read by {args.agent} after {took:.1f}s")
+        return
+    now = receipt.standing(run_dir, args.run, args.agent)
+    said = receipt.expectation(args.run, args.agent, now) or receipt.busy_line(
+        args.run, args.agent, now, wait
+    )
+    print(clean_line(said))
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -81,9 +108,10 @@ def _logs(args: argparse.Namespace) -> int:
     """``logs``: a line per event (``--json``: a JSON object per line); ``-f`` follows the run to its end
     and says how it ended (on stderr with ``--json``, so that stdout stays JSON Lines)."""
     render = follow.event_json if args.json else follow.format_event
+    mail = personmail.mail_json if args.json else personmail.format_mail  # a person's mail: sent, read
     run_dir = home.existing_run_dir(args.run)
     status = follow.follow(
-        run_dir, args.run, lambda line: print(line, flush=True), follow=args.follow, render=render
+        run_dir, args.run, lambda line: print(line, flush=True), follow=args.follow, render=render, mail=mail
     )
     if not args.follow:
         return 0

@@ -67,12 +67,46 @@ def _seconds(text: str) -> float:
     return value
 
 
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> float:
+    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` in seconds."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    try:
+        value = float(number) if unit in AGE_UNITS and number[:1].isdigit() else -1.0
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected an age such as 30d, 12h, 2w or 90m, got {text!r}")
+    return value * AGE_UNITS[unit]
+
+
 def _run_name(text: str) -> str:
     from teamrt.mailbox import is_name  # the mailbox (and asyncio) only when --run-id is given
 
     if not is_name(text):
         raise argparse.ArgumentTypeError(f"not a run name: {text!r}")
     return text
+
+
+def add_follow_up_arguments(command: argparse.ArgumentParser) -> None:
+    """``teamrt continue``'s arguments after the run."""
+    command.add_argument("--prompt", required=True, help="what the lead should do next")
+    command.add_argument(
+        "--budget-usd", type=_positive_float,
+        help="the run's new dollar budget, in all: above what it has spent (needed when its budget ran out)",
+    )  # fmt: skip
+    command.add_argument(
+        "--budget-tokens", type=_positive_int,
+        help="the run's new token budget, in all: above what it has spent",
+    )  # fmt: skip
+    command.add_argument(
+        "--max-turns", type=_positive_int,
+        help="stop the lead after this many model turns in this round (default: the team's limit, per round)",
+    )  # fmt: skip
+    command.add_argument("--quiet", action="store_true", help="print only the answer: no progress, no totals")
+    command.add_argument("--json", action="store_true", help="print one JSON object at the end: the result")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,6 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
         f" going); calls that need approval then wait {TUI_ASK_WAIT_S:.0f} s for you unless --ask-wait says",
     )
     run.add_argument("--run-id", type=_run_name, help=argparse.SUPPRESS)  # the id a detached run is given
+    run.add_argument(
+        "--continue", dest="continue_run", action="store_true",
+        help="go on with the newest run of this repository (this directory outside git) on --prompt, as"
+        " teamrt continue does; --budget-usd, --budget-tokens and --max-turns apply to it",
+    )  # fmt: skip
     resume = commands.add_parser(
         "resume",
         help="take over a crashed run and go on to its end",
@@ -187,12 +226,32 @@ def build_parser() -> argparse.ArgumentParser:
         " which resume otherwise refuses naming it: the loss is recorded, mail the store never recorded as"
         " read is read again",
     )  # fmt: skip
+    follow_up = commands.add_parser(
+        "continue",
+        help="give a run that ended a follow-up prompt: its next round",
+        description="Go on with a run that ended (done, failed, blocked, stopped, or out of budget) on a"
+        " new prompt: a new user turn to the same lead, its whole conversation kept (so the prompt cache"
+        " still holds), the same agents, branches and integration branch, in the same run (its id,"
+        " directory and store). A run out of budget needs --budget-usd (or --budget-tokens): the run's new"
+        " total, above what it spent. A live run is refused (tell its lead with teamrt send); a crashed"
+        " one too (teamrt resume it first). teamrt show lists the rounds; teamrt run --continue goes on"
+        " with the newest run here.",
+    )
+    follow_up.add_argument("run", metavar="RUN", help="the run's id, as teamrt ls shows it")
+    add_follow_up_arguments(follow_up)
+    follow_up.add_argument(
+        "--detach", action="store_true",
+        help="go on in the background and print the run's id (follow it with: teamrt logs RUN -f)",
+    )  # fmt: skip
     init = commands.add_parser(
         "init",
-        help="write .teamrt/team.toml, the team of 'teamrt run --prompt', to edit",
+        help="write .teamrt/team.toml, the team of 'teamrt run --prompt', with your test command",
         description="Write the built-in team, commented, to .teamrt/team.toml at the top of this git"
         " repository (this directory outside git), where 'teamrt run --prompt' finds it; commit it to"
-        " share it. An existing file is left alone unless --force.",
+        " share it. The project's test command, told from its files without running anything (pytest,"
+        " unittest, cargo test, go test, npm/pnpm/yarn test, make test, tox, nox), is allowed to agents"
+        " and made the merge gate; init says what it found and where, or that it found none. An"
+        " existing file is left alone unless --force.",
     )
     init.add_argument("--force", action="store_true", help="overwrite an existing .teamrt/team.toml")
     models = commands.add_parser(
@@ -288,12 +347,19 @@ def build_parser() -> argparse.ArgumentParser:
     send = commands.add_parser(
         "send",
         help="send a message to an agent of a run",
-        description="Deliver TEXT from you into AGENT's mailbox; the agent reads it on its next turn."
-        " Prints the message id.",
+        description="Deliver TEXT from you into AGENT's mailbox; the agent reads it between its turns."
+        " Says where the message went, then, on a terminal, waits a few seconds for the agent to read it"
+        " and says when it did (or what it is busy with). teamrt logs RUN shows it too: sent and read.",
     )
     send.add_argument("run", metavar="RUN", help="the run's id")
     send.add_argument("agent", metavar="AGENT", help="the agent to tell")
     send.add_argument("text", metavar="TEXT", help="the message")
+    waiting = send.add_mutually_exclusive_group()
+    waiting.add_argument(
+        "--wait", type=_seconds, metavar="SECONDS",
+        help="wait up to SECONDS for the agent to read it (default: 10 on a terminal, none in a pipe)",
+    )  # fmt: skip
+    waiting.add_argument("--no-wait", action="store_true", help="say where it went and return at once")
     stop = commands.add_parser(
         "stop",
         help="ask a live run's supervisor to stop the run or one agent",
@@ -314,6 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
     answer.add_argument("ask", metavar="ASK", help="the ask's id, as teamrt show lists it (ask-...)")
     answer.add_argument("verdict", choices=("allow", "deny"), help="allow or deny the call")
     answer.add_argument("--reason", help="why, for the model (a denial says who denied it in any case)")
+    answer.add_argument(
+        "--always",
+        action="store_true",
+        help="with allow: allow it and every later call like it, as the rule the ask names (the run adds it"
+        " to .claude/settings.local.json, as Claude Code's \"don't ask again\" does, and to its live rules)",
+    )
     tui = commands.add_parser(
         "tui",
         help="watch runs live in a terminal UI, and step in by mail",
@@ -323,11 +395,47 @@ def build_parser() -> argparse.ArgumentParser:
         " run. Press ? in the TUI for every key.",
     )
     tui.add_argument("run", metavar="RUN", nargs="?", help="open this run (default: the runs list)")
+    diff = commands.add_parser(
+        "diff",
+        help="print the diff of a run's work, or of one agent's",
+        description="The diff of AGENT's work against the commit its worktree was cut from: its worktree"
+        " as it is now while git still knows it (uncommitted changes and new files included), else its"
+        " branch teamrt/RUN-AGENT. Without AGENT, all the run merged: its integration branch against the"
+        " commit the run started from. On a terminal it is coloured; through a pipe it is the patch"
+        " itself (teamrt diff RUN | git apply), escape sequences and other controls in it made inert."
+        " git runs no external diff, text conversion or hook of the repository's.",
+    )
+    diff.add_argument("run", metavar="RUN", help="the run's id")
+    diff.add_argument("agent", metavar="AGENT", nargs="?", help="a worktree agent (default: the whole run)")
+    shown = diff.add_mutually_exclusive_group()
+    shown.add_argument("--stat", action="store_true", help="only the summary: files changed, lines +/-")
+    shown.add_argument("--name-only", action="store_true", help="only the names of the files changed")
+    diff.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto",
+        help="colour the diff: auto (on a terminal, unless NO_COLOR is set), always or never",
+    )  # fmt: skip
+    transcript = commands.add_parser(
+        "transcript",
+        help="print an agent's conversation, tool calls folded",
+        description="AGENT's conversation as it went: its prompt, what it said, each tool call on a line"
+        " with its result in a line or two, the mail it read, and where it was restarted, compacted or"
+        " given a follow-up prompt. Thinking is left out unless --thinking.",
+    )
+    transcript.add_argument("run", metavar="RUN", help="the run's id")
+    transcript.add_argument("agent", metavar="AGENT", help="the agent (teamrt show RUN lists them)")
+    transcript.add_argument("--full", action="store_true", help="tool inputs and results whole")
+    transcript.add_argument("--thinking", action="store_true", help="show the model's thinking too")
+    transcript.add_argument("--json", action="store_true", help="print the stored messages as JSON")
+    transcript.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto",
+        help="colour it: auto (on a terminal, unless NO_COLOR is set), always or never",
+    )  # fmt: skip
     apply = commands.add_parser(
         "apply",
         help="bring a finished run's integration branch onto your current branch",
         description="Fast-forward your current branch to the run's integration branch (teamrt/RUN),"
-        " or merge it when your branch has moved on (after you confirm, or with --yes). Refused when"
+        " or merge it when your branch has moved on (asked on a terminal, else with --yes); --squash"
+        " makes one commit instead, with a message drafted from the run. Refused when"
         " your working tree has uncommitted changes; a conflicting merge is undone. First it lists every"
         " protected path the run's commits change (.claude, .mcp.json, CLAUDE.md, AGENTS.md, .teamrt,"
         " the team file), symlink leaving the tree and hidden index entry, and refuses unless each such"
@@ -336,22 +444,39 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("run", metavar="RUN", help="the run's id")
     apply.add_argument("--yes", action="store_true", help="make a merge commit without asking")
     apply.add_argument(
+        "--squash", action="store_true",
+        help="land the run as one commit on your branch, its message drafted from the run (prompt, the lead's"
+        " answer, each agent's merged work and task, the gates, run id and cost)",
+    )  # fmt: skip
+    apply.add_argument(
+        "--edit", action="store_true", help="with --squash: edit the drafted message in $VISUAL/$EDITOR first"
+    )
+    apply.add_argument(
         "--allow-protected", action="append", default=[], metavar="PATH",
         help="take the run's changes to this protected path (repeatable); its changes are shown first",
     )  # fmt: skip
     gc = commands.add_parser(
         "gc",
-        help="remove the worktrees and branches of finished runs",
+        help="remove the worktrees and branches of finished runs (--runs: the runs themselves)",
         description="For every finished run: remove its worktrees and its agents' branches, and its"
         " integration branch once applied. Work not merged is kept and said so: a worktree or branch"
         " with commits the integration branch (or your HEAD) lacks, or with uncommitted changes; so is"
-        " an integration branch not applied. Live and crashed runs are left alone.",
+        " an integration branch not applied. Live and crashed runs are left alone. With --runs"
+        " --older-than AGE, each finished run that ended longer ago than AGE goes whole: its worktrees"
+        " and branches as above, then its run directory and its rows in the database; one that keeps"
+        " work (as above), crashed, or ran in a repository now gone is kept, and said why.",
     )
     gc.add_argument(
         "--force", action="store_true",
-        help="remove unmerged worktrees and branches, and integration branches not applied, too",
+        help="remove unmerged worktrees and branches, and integration branches not applied, too (with"
+        " --runs: crashed runs as well; a live run never)",
     )  # fmt: skip
     gc.add_argument(
         "--dry-run", action="store_true", help="say what would be removed and kept; change nothing"
     )
+    gc.add_argument("--runs", action="store_true", help="remove old finished runs too (needs --older-than)")
+    gc.add_argument(
+        "--older-than", type=_age, metavar="AGE",
+        help="with --runs: the runs that ended longer ago than AGE, a number and a unit: 30d, 12h, 2w, 90m",
+    )  # fmt: skip
     return parser

@@ -1,4 +1,4 @@
-"""``teamrt run``, ``resume`` and ``init``: a run in the foreground with its progress, or detached.
+"""``teamrt run`` and ``resume``: a run in the foreground with its progress, or detached.
 
 In the foreground the run's progress goes to stderr as its events are committed
 (``teamrt.runs.progress``) and its end is the final report: the answer on stdout,
@@ -12,22 +12,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from teamrt import home
 from teamrt.cli import tui
+from teamrt.cli.asking import asking_here
 from teamrt.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, error, notice, warning
 from teamrt.cli.parser import TUI_ASK_WAIT_S
 from teamrt.runs import detach, progress
 from teamrt.runs import query as runs
+from teamrt.runs.alerts import terminal_alerts
 from teamrt.runs.follow import OUTPUT_LOG, store_ready
 from teamrt.runs.render import money
 from teamrt.runtime.teamrun import (
-    DEFAULT_TEAM,
-    TEAM_FILE,
     Choices,
     NotResumable,
     RunSummary,
@@ -42,6 +41,7 @@ from teamrt.runtime.teamrun import (
     team_from_file,
 )
 from teamrt.runtime.verify import refuse_if_behind
+from teamrt.settings import load_settings
 from teamrt.store import RunRecord
 from teamrt.store.engine import DB_FILE, server_url
 from teamrt.store.ownership import lock_name
@@ -54,22 +54,7 @@ LOCAL_FLAGS = ("command", "teamfile", "detach", "tui", "run_id", "json")
 def handle(args: argparse.Namespace) -> int:
     if args.command == "run":
         return _run_one(args)
-    if args.command == "init":
-        return _init(args.force)
     return _resume(args)
-
-
-def _init(force: bool) -> int:
-    """``teamrt init``: the built-in team, to edit, at ``<top>/.teamrt/team.toml``."""
-    target = home.project_root() / home.DEFAULT_HOME / TEAM_FILE
-    if target.exists() and not force:
-        print(f"teamrt: {target} exists already; edit it, or overwrite it with teamrt init --force",
-              file=sys.stderr)  # fmt: skip
-        return EXIT_FAILED
-    target.parent.mkdir(mode=home.DIR_MODE, parents=True, exist_ok=True)
-    shutil.copyfile(DEFAULT_TEAM, target)
-    print(f"wrote {target}: the team 'teamrt run --prompt ...' starts here; every key: docs/team-file.md")
-    return 0
 
 
 def _run_one(args: argparse.Namespace) -> int:
@@ -118,12 +103,18 @@ def _choices(args: argparse.Namespace) -> Choices:
 
 
 def _foreground(work: Callable[[], RunSummary], run_id: str, args: argparse.Namespace, after: int = 0) -> int:
-    """Do ``work`` (a run to its end), its progress on stderr unless --quiet; then its result. Ctrl-C
-    says how to go on."""
+    """Do ``work`` (a run to its end), its progress on stderr unless --quiet, with the bell (and a desktop
+    notification) when an ask waits or the run ends, on a terminal; then its result. Ctrl-C says how to
+    go on."""
     run_dir = home.runs_path() / run_id
     out = (lambda line: None) if args.quiet else notice
     try:
-        with progress.watching(run_dir, run_id, out, after=after):
+        alerts = None if args.quiet else terminal_alerts(run_id, load_settings().notify, sys.stderr)
+        policy = getattr(args, "on_ask", None) is not None  # --on-ask: the policy answers, not you
+        with (  # asks put to you here on a terminal, lines held while one is shown: teamrt.cli.asking
+            asking_here(out, policy_given=policy) as held,
+            progress.watching(run_dir, run_id, held, after=after, on_event=alerts.seen if alerts else None),
+        ):
             result = work()
     except KeyboardInterrupt:
         if _run_taken(run_id):
@@ -166,7 +157,8 @@ def _report(result: RunSummary, args: argparse.Namespace) -> int:
                 f" teamrt apply {result.run_id} brings it onto your branch"
             )
     if outcome.status != "done":
-        error(f"the lead {outcome.status}: {outcome.reason}")
+        said = "the run is blocked" if outcome.status == "blocked" else f"the lead {outcome.status}"
+        error(f"{said}: {outcome.reason}")
         return EXIT_FAILED
     if outcome.reason and not args.json:  # done, but not all went to plan (a spawn failed)
         notice(f"teamrt: note: {outcome.reason}")
@@ -271,7 +263,8 @@ def _crashed_run(run_id: str) -> tuple[Path, RunRecord]:
         raise NotResumable(runs.not_responding(run, now))
     if status != runs.CRASHED:
         owner = f" (pid {run.owner.pid} on {run.owner.host})" if status == "running" and run.owner else ""
-        raise NotResumable(f"run {run_id} is {status}{owner}; only a crashed run can be resumed")
+        follow_up = f" (teamrt continue {run_id} --prompt ... goes on with it)" if status != "running" else ""
+        raise NotResumable(f"run {run_id} is {status}{owner}; only a crashed run can be resumed{follow_up}")
     check_reachable(run_dir, run)
     return run_dir, run
 

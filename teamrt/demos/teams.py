@@ -127,7 +127,7 @@ def _run(name: str, team_file: Path, workspace: Path, out: Out, *, web_host: str
     """Run the team in ``workspace`` on sim, printing its progress as the events are committed;
     ``web_host``: the loopback host the demo's pages are served at, which WebFetch may then read."""
     run_id = home.new_run_id()
-    run_dir = home.runs_path() / run_id
+    run_dir = home.run_dir(run_id)  # the home here, not the scratch repository's: teamrt ls lists it
     started = time.monotonic()
     scan = scan_definitions(workspace)
     team, task = team_from_file(
@@ -135,7 +135,9 @@ def _run(name: str, team_file: Path, workspace: Path, out: Out, *, web_host: str
     )
     if web_host is not None:
         team = reading_from(team, web_host)
-    work = run_team(team, task, project=workspace, definitions=scan.definitions, run_id=run_id)
+    work = run_team(
+        team, task, project=workspace, definitions=scan.definitions, run_id=run_id, run_dir=run_dir
+    )
     with progress.watching(run_dir, run_id, lambda line: out(f"  {line}")):
         summary = asyncio.run(work)
     return DemoRun(name, run_id, run_dir, workspace, summary, time.monotonic() - started)

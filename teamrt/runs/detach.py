@@ -38,7 +38,8 @@ class NotStarted(TeamrtError):
 
 
 class ResumeFailed(TeamrtError):
-    """``teamrt resume --detach`` did not take the run over; the message is one line saying why."""
+    """``teamrt resume --detach`` (or ``continue --detach``) did not take the run over; the message is one
+    line saying why."""
 
 
 def start(argv: list[str], run_dir: Path, ready: Callable[[], bool]) -> bool:
@@ -70,13 +71,25 @@ def start(argv: list[str], run_dir: Path, ready: Callable[[], bool]) -> bool:
 
 def resume(run_id: str) -> None:
     """Run ``teamrt resume RUN --detach``: it returns once the new owner holds the run."""
+    _take_over(["resume", run_id, "--detach"])
+
+
+def follow_up(run_id: str, prompt: str) -> None:
+    """Run ``teamrt continue RUN --prompt PROMPT --detach`` (the TUI's ``c``): it returns once the new
+    owner holds the run, its next round begun."""
+    _take_over(["continue", run_id, f"--prompt={prompt}", "--detach"])
+
+
+def _take_over(argv: list[str]) -> None:
+    """Run ``teamrt argv`` (a command that takes a run over in the background), to its return."""
+    command = f"teamrt {argv[0]}"
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "teamrt", "resume", run_id, "--detach"],
+            [sys.executable, "-m", "teamrt", *argv],
             capture_output=True, text=True, timeout=RESUME_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ResumeFailed(f"could not start teamrt resume: {e}") from None
+        raise ResumeFailed(f"could not start {command}: {e}") from None
     if done.returncode != 0:
-        said = done.stderr.strip().splitlines() or [f"teamrt resume exited with {done.returncode}"]
+        said = done.stderr.strip().splitlines() or [f"{command} exited with {done.returncode}"]
         raise ResumeFailed(said[-1])

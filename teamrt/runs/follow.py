@@ -9,6 +9,7 @@ are made safe for a terminal here (``terminal.clean_line``, ``clean_json``).
 
 from __future__ import annotations
 
+import heapq
 import json
 import time
 from collections import Counter
@@ -17,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from teamrt.runs import query as runs
+from teamrt.runs.identity import shown_role
+from teamrt.runs.personmail import MailLine, Tracker
 from teamrt.runs.query import RunsError
 from teamrt.runs.render import describe_call, iso_time
+from teamrt.runs.rounds import continued_summary
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.store import EventRecord, RunNotFound, StoreError
 from teamrt.store.engine import is_postgres, server_url
@@ -72,6 +76,7 @@ def follow(
     after_id: int = 0,
     until: Callable[[], bool] | None = None,
     render: Callable[[EventRecord, float], str] = format_event,
+    mail: Callable[[MailLine, float], str] | None = None,
 ) -> str:
     """Pass each event after ``after_id`` to ``out`` as a line (``render``'s, given the event and the
     run's start); return the run's status as a user sees it.
@@ -80,7 +85,9 @@ def follow(
     longer live or ``until()`` returns True, then print what came last; the
     status returned is then ``running`` only when ``until`` ended it. A store
     not there yet (a run just started in the background) is waited for up to
-    ``STORE_WAIT_S``; then RunsError. A server database that restarts or
+    ``STORE_WAIT_S``; then RunsError. With ``mail``, the person's messages to
+    the run's agents (sent, and read: ``personmail``) come as lines too,
+    rendered by it, among the events by time. A server database that restarts or
     stops for less than the grace (``engine.grace_s``) is waited for: the
     reader reads again and the listener connects again; past it, RunsError.
     """
@@ -92,12 +99,18 @@ def follow(
             started = reader.run().created_at
             last = after_id
             stop = not follow
+            tracker = Tracker(run_dir) if mail is not None else None
             while True:
                 # the status before the events, so that no event written before the end is missed
                 status = runs.run_status(reader.run())
-                for event in reader.events(last):
-                    out(render(event, started))
-                    last = event.id
+                events = reader.events(last)
+                lines = [(e.at, render(e, started)) for e in events]
+                if tracker is not None and mail is not None:
+                    said = [(m.at, mail(m, started)) for m in tracker.new(reader)]
+                    lines = list(heapq.merge(lines, said, key=lambda line: line[0]))
+                for _, line in lines:
+                    out(line)
+                last = events[-1].id if events else last
                 if stop or status not in runs.OWNED:  # a not responding owner may go on (SIGCONT)
                     return status
                 stop = until is not None and until()  # then one more pass for the last events
@@ -157,8 +170,11 @@ def _ended(data: dict[str, Any]) -> str:
 def _added(data: dict[str, Any]) -> str:
     kind = _text(data.get("kind", "?"))
     parts = [f"{kind} of {_text(data['parent'])}" if data.get("parent") else kind]
-    if data.get("role"):
-        parts.append(f"role {_text(data['role'])}")
+    role = _text(data["role"]) if data.get("role") else None
+    agent = _text(data["agent"]) if isinstance(data.get("agent"), str) and data["agent"] else None
+    if role or agent:  # "agent test-runner" for a lead that runs it (run --agent), not "role lead"
+        shown = shown_role(kind, role, agent)
+        parts.append(f"agent {shown}" if kind == "lead" and shown != (role or "-") else f"role {shown}")
     return ", ".join([*parts, f"model {_text(data.get('model', '?'))}"])
 
 
@@ -195,14 +211,27 @@ def _control(data: dict[str, Any]) -> str:
 def _ask(data: dict[str, Any]) -> str:
     tool_input = data.get("input")
     call = describe_call(_text(data.get("tool", "?")), tool_input if isinstance(tool_input, dict) else {})
+    return f"{_text(data.get('id', '?'))} {call} ({_text(data.get('reason', '?'))}){_waits(data)}"
+
+
+def _waits(data: dict[str, Any]) -> str:
+    """How an ask waits: for the person at the run's terminal, or some seconds for ``teamrt answer``."""
+    if data.get("attended"):
+        return "; waits for the person at the run's terminal"
     wait = data.get("wait_s")
-    waits = f"; waits {wait:g}s for an answer" if isinstance(wait, int | float) and wait > 0 else ""
-    return f"{_text(data.get('id', '?'))} {call} ({_text(data.get('reason', '?'))}){waits}"
+    return f"; waits {wait:g}s for an answer" if isinstance(wait, int | float) and wait > 0 else ""
+
+
+def _asked_again(data: dict[str, Any]) -> str:
+    return f"{_text(data.get('id', '?'))} asked again after the resume{_waits(data)}"
 
 
 def _answered(data: dict[str, Any]) -> str:
     how = "allowed" if data.get("allowed") else "denied"
-    return f"{_text(data.get('id', '?'))} {how} by {_text(data.get('by', '?'))}"
+    said = f"{_text(data.get('id', '?'))} {how} by {_text(data.get('by', '?'))}"
+    if "always" in data:  # "allow always": the rule added, or why none was
+        said += f" ({_text(data['always'])} added to the settings)" if data["always"] else " (once)"
+    return said
 
 
 def _task(data: dict[str, Any]) -> str:
@@ -237,6 +266,7 @@ def _todos(data: dict[str, Any]) -> str:
 
 _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "run.created": lambda d: f"task: {_text(d.get('task', ''))}",
+    "run.continued": continued_summary,
     "run.owner": _owner,
     "run.status": _status,
     "agent.added": _added,
@@ -250,8 +280,11 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "task.updated": _task,
     "control": _control,
     "ask": _ask,
+    "ask.again": _asked_again,
     "sim.unplayed": lambda d: _text(d.get("note", "")),
     "protected.quarantined": lambda d: _text(d.get("note", "")),
+    "budget.near": lambda d: _text(d.get("note", "")),
+    "notify.failed": lambda d: _text(d.get("note", "")),
     **{kind: (lambda d: _text(d.get("note", ""))) for kind in LOSSES},
     "spawn.failed": lambda d: (
         f"{_text(d.get('kind', '?'))} {_text(d.get('role') or '')}".rstrip()

@@ -28,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from teamrt.errors import UserError
 from teamrt.mailbox import is_name
 from teamrt.models.registry import is_sim
+from teamrt.runs.identity import alone
 from teamrt.runtime.asking import ANSWERED, ASK
 from teamrt.runtime.losses import MAIL_QUARANTINED
 from teamrt.sandbox.bwrap import SANDBOX_EVENT
@@ -49,6 +50,7 @@ from teamrt.store import tables as t
 from teamrt.store.engine import DB_FILE, reader_engine, run_file, server_url
 from teamrt.store.engine import describe as describe_store
 from teamrt.store.errors import database_reason
+from teamrt.store.migrate import current_revision
 from teamrt.store.ownership import GONE, host_identity, owner_state
 from teamrt.store.ownership import NOT_RESPONDING as OWNER_NOT_RESPONDING
 
@@ -155,6 +157,8 @@ class RunSummary:
     owner_pid: int | None = None
     store_behind: int = 0
     """Commits the store lacks against its run directory (``store.integrity``): a resume refuses it."""
+    alone: str | None = None
+    """The agent definition a run of one agent runs (``run --agent``, ``identity.alone``); None: a team."""
 
 
 SummaryCache = dict[str, tuple[tuple[int, ...], RunSummary]]
@@ -187,8 +191,9 @@ def _server_runs(url: str, runs_dir: Path) -> list[RunSummary]:
     directory here that the database does not have, as a problem."""
     engine = reader_engine(url)
     try:
-        with engine.connect() as conn:
-            ids = list(conn.execute(select(t.runs.c.id)).scalars())
+        with engine.connect() as conn:  # a database no run has reached has no schema yet: no runs
+            has_runs = current_revision(conn) is not None
+            ids = list(conn.execute(select(t.runs.c.id)).scalars()) if has_runs else []
         found = [_summary_of(StoreReader(engine, run_id), run_id, 0.0, runs_dir / run_id) for run_id in ids]
     except SQLAlchemyError as e:
         reason = database_reason(e)
@@ -266,7 +271,7 @@ def _summary_of(reader: StoreReader, run_id: str, started: float, run_dir: Path 
         run_id, run.created_at, status, run.task, len(agents), running, run.usage,
         budget_usd=run.budget_usd, simulated=simulated(run), owner=owner,
         store_behind=max(0, sidecar - run.commits) if sidecar is not None else 0,
-        owner_pid=run.owner.pid if owner is not None and run.owner is not None else None,
+        owner_pid=run.owner.pid if owner is not None and run.owner is not None else None, alone=alone(run),
     )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from teamrt.models.catalog import SOURCE_DATE, ModelInfo
 from teamrt.models.pricing import cost_for
 from teamrt.models.registry import is_sim
 from teamrt.models.types import Usage as ModelUsage
+from teamrt.runs.identity import agent_file, alone, alone_text, definition_name, role_text
 from teamrt.runs.query import (
     CRASHED,
     LIVE_AGENT,
@@ -45,6 +46,7 @@ from teamrt.runs.render import (
     spent_text,
     table,
 )
+from teamrt.runs.rounds import read_rounds, round_lines, rounds_json
 from teamrt.store import (
     AgentRecord,
     EventRecord,
@@ -82,6 +84,7 @@ def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = N
             rows.append((s.id, s.status, age, "", "", "", s.problem))
             continue
         agents = f"{s.agents}, {s.running} running" if s.running else str(s.agents)
+        agents += f" ({s.alone})" if s.alone else ""  # run --agent: the one agent file it runs
         task = clip((_lines(s.task) or [""])[0], TASK_CHARS)
         behind = ", store behind" if s.store_behind else ""
         status = s.status + behind + (f" ({s.owner})" if s.owner else "")
@@ -99,6 +102,7 @@ def summary_json(s: RunSummary) -> dict[str, Any]:
         "started": iso_time(s.started),
         "task": s.task if readable else None,
         "agents": s.agents if readable else None,
+        "alone": s.alone,
         "running": s.running if readable else None,
         "cost_usd": s.usage.cost_usd if readable else None,
         "simulated": s.simulated if readable else None,
@@ -164,8 +168,10 @@ def _show_lines(
     run, status = shown.run, shown.status
     more = f"teamrt show {run.id} --full"
     lines = _header(run, status, now, shown.sandbox, more=None if full else more)
+    lines += [f"agent    {said}"] if (said := alone_text(run, shown.agents)) else []
     if shown.store_behind:
         lines.append(f"store    {store_behind_line(run.id, shown.store_behind)}")
+    lines += round_lines(read_rounds(run_dir, run_id, run), status, full=full)
     if prices is not None:
         usd = recomputed_cost(shown, prices.table)
         lines.append(f"         {money(usd, simulated(run))} at the prices of {prices.source}{_RECOMPUTED}")
@@ -230,6 +236,7 @@ def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
         "status_reason": run.status_reason,
         "store_behind": shown.store_behind,
         "task": run.task,
+        "rounds": rounds_json(read_rounds(run_dir, run_id, run)),
         "workdir": run.workdir,
         "started": iso_time(run.created_at),
         "finished": iso_time(run.finished_at),
@@ -244,6 +251,7 @@ def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
         "usage": _usage_json(u),
         "sandbox": describe_sandbox(shown.sandbox) if shown.sandbox is not None else None,
         "integration_branch": run.settings.get("integration_branch"),
+        "alone": alone(run),
         "agents": [
             {
                 "name": a.name,
@@ -251,6 +259,8 @@ def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
                 "parent": a.parent,
                 "depth": depth,
                 "role": a.role,
+                "definition": definition_name(a),
+                "agent_file": agent_file(a),
                 "model": a.model,
                 "status": a.status,
                 "status_reason": a.status_reason,
@@ -320,7 +330,7 @@ def _ask_lines(run: RunRecord, status: str, asks: list[PendingAsk]) -> list[str]
     if not asks:
         return []
     if status == CRASHED:
-        head = f"asks unanswered when the run crashed (teamrt resume {run.id} closes them)"
+        head = f"asks unanswered when the run crashed (teamrt resume {run.id} asks them again)"
     else:
         head = f"asks waiting (answer with: teamrt answer {run.id} ASK allow|deny)"
     rows = [("ASK", "AGENT", "CALL")] + [(a.id, a.agent, describe_call(a.tool, a.input)) for a in asks]
@@ -330,20 +340,29 @@ def _ask_lines(run: RunRecord, status: str, asks: list[PendingAsk]) -> list[str]
 def _worktree_lines(run: RunRecord, agents: list[AgentRecord], merges: list[MergeRecord]) -> list[str]:
     """The merge queue's entries and the worktrees still on disk (kept ones: work not merged)."""
     lines = []
+    repo = repo_of(run.workdir)
+
+    def named(branch: str | None) -> str:
+        """The branch, marked ``(removed)`` when git no longer has it (apply, gc or a person deleted it)."""
+        gone = branch is None or (repo is not None and repo.tip(branch) is None)
+        return f"{branch or '?'} (removed)" if gone else branch or "?"
+
     if merges:
         rows = [("AGENT", "BRANCH", "STATUS", "ATTEMPTS", "COMMIT")]
         held = _held(run, merges)
         rows += [
-            (m.agent, m.branch, _merge_status(m, held), str(m.attempts), (m.merged_commit or "-")[:12])
+            (m.agent, named(m.branch), _merge_status(m, held), str(m.attempts), (m.merged_commit or "-")[:12])
             for m in merges
         ]
-        branch = run.settings.get("integration_branch", "?")
-        lines += ["", f"merges onto {branch} (teamrt apply {run.id} brings it onto your branch)"]
+        branch = run.settings.get("integration_branch")
+        onto = named(branch)
+        brings = f"teamrt apply {run.id} brings it onto your branch" if onto == branch else "nothing to apply"
+        lines += ["", f"merges onto {onto} ({brings})"]
         lines += [f"  {line}" for line in table(rows, right=(3,))]
     kept = _kept_worktrees(agents)
     if kept:
         lines += ["", "worktrees kept"]
-        lines += [f"  {a.name}: {a.workspace} (branch {a.branch})" for a in kept]
+        lines += [f"  {a.name}: {a.workspace} (branch {named(a.branch)})" for a in kept]
     return lines
 
 
@@ -435,7 +454,7 @@ def _agent_table(
             (
                 "  " * depth + a.name,
                 a.kind,
-                a.role or "-",
+                role_text(a),
                 a.model,
                 str(a.epoch),
                 str(model_turns),

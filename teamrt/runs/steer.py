@@ -199,12 +199,16 @@ def _post(run_dir: Path, run: RunRecord, **fields: Any) -> Sent:
 # -- permission asks ------------------------------------------------------------------
 
 
-def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | None = None) -> Sent:
-    """Answer the waiting ask ``ask_id`` by a ``control`` message to the run's supervisor, as the user.
+def answer(
+    run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | None = None, *, always: bool = False
+) -> Sent:
+    """Answer the waiting ask ``ask_id`` by a ``control`` message to the run's supervisor, as the user;
+    ``always``: allow it and add its rule (the ask's ``rule``) to ``.claude/settings.local.json`` and the
+    live run (the supervisor writes it: ``teamrt.runtime.always``).
 
-    Refused unless the run is live and the ask waits. The answer counts only if
-    it reaches the supervisor before the ask's wait runs out (then the run's
-    policy has answered, and the ``ask.answered`` event says so).
+    Refused unless the run is live and the ask waits (and, for ``always``, has a rule). The answer counts
+    only if it reaches the supervisor before the ask's wait runs out (then the run's policy has answered,
+    and the ``ask.answered`` event says so).
     """
     with reading(run_dir, run_id) as reader:
         run = reader.run()
@@ -228,7 +232,13 @@ def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | N
         )
     reason = " ".join(reason.split()) if reason else None
     call = describe_call(str(asked[ask_id].data.get("tool", "?")), asked[ask_id].data.get("input") or {})
-    verb = "allow" if allow else "deny"
+    rule = asked[ask_id].data.get("rule")
+    if always and not allow:
+        raise RunsError("allow always goes with allow, not deny")
+    if always and not isinstance(rule, str):
+        why = asked[ask_id].data.get("no_rule") or "the run proposed no rule for it"
+        raise RunsError(clean_line(f"ask {ask_id!r} cannot be allowed always ({why}); allow it once"))
+    verb = f"allow always ({rule})" if always else "allow" if allow else "deny"
     return _post(
         run_dir,
         run,
@@ -236,8 +246,8 @@ def answer(run_dir: Path, run_id: str, ask_id: str, allow: bool, reason: str | N
         register=True,
         kind="control",
         body=f"{verb} {ask_id} ({asked[ask_id].agent}: {call})" + (f": {reason}" if reason else ""),
-        summary=f"{verb} {ask_id}",
-        data={"action": "answer", "ask": ask_id, "allow": allow, "reason": reason or None},
+        summary=f"{'allow always' if always else verb} {ask_id}",
+        data={"action": "answer", "ask": ask_id, "allow": allow, "reason": reason or None, "always": always},
     )
 
 

@@ -44,8 +44,10 @@ from teamrt.settings import Settings
 from teamrt.store import Store, Usage
 from teamrt.team import Role, Team
 from teamrt.tools.base import Tool, ToolContext, ToolError
+from teamrt.tools.commands_brief import bash_allow_rules
+from teamrt.tools.commands_brief import render as commands_brief
 from teamrt.tools.names import canonical
-from teamrt.tools.permissions import Permissions, Verdict
+from teamrt.tools.permissions import Permissions, Rules, Verdict
 from teamrt.tools.team import TeamServices, team_tools
 from teamrt.tools.web.search import WebSearch
 from teamrt.worktree import Checkout, Worktrees
@@ -198,12 +200,13 @@ class Assembly:
     def spec(
         self, name: str, role: Role, definition: AgentDefinition, model_name: str, *, persistent: bool
     ) -> AgentSpec:
+        tools = self._tools_for(definition, role)
         return AgentSpec(
             name=name,
             model=self.model(model_name),
             model_name=model_name,
-            system=self._with_memory(self._system(role, definition)),
-            tools=self._tools_for(definition, role),
+            system=self._with_memory(self._system(role, definition, "Bash" in tools)),
+            tools=tools,
             permissions=self._permissions(role, definition),
             info=lookup(model_name, self._prices),
             role=role.name,
@@ -212,16 +215,24 @@ class Assembly:
             persistent=persistent,
         )
 
-    def _system(self, role: Role, definition: AgentDefinition) -> str:
+    def _system(self, role: Role, definition: AgentDefinition, bash: bool) -> str:
         """The agent's system prompt; the lead's also names the roles it may spawn, which the team file,
-        not its definition, decides."""
-        if role.name != "lead" or not self.team.roles:
-            return definition.prompt
-        roles = "\n".join(f"- {name}: {self._description(r.agent)}" for name, r in self.team.roles.items())
-        return (
-            f"{definition.prompt}\n\nThe roles of your team, for spawn_agent's role (kinds worktree and"
-            f" team; forks need none) and Task's subagent_type:\n{roles}"
-        )
+        not its definition, decides; an agent with ``bash`` is told the commands the rules let it run
+        and the merge gates (``commands_brief``)."""
+        prompt = definition.prompt
+        if role.name == "lead" and self.team.roles:
+            roles = "\n".join(
+                f"- {name}: {self._description(r.agent)}" for name, r in self.team.roles.items()
+            )
+            prompt = (
+                f"{prompt}\n\nThe roles of your team, for spawn_agent's role (kinds worktree and"
+                f" team; forks need none) and Task's subagent_type:\n{roles}"
+            )
+        if bash:
+            allow = bash_allow_rules((*Rules.parse(allow=self.team.allow).allow, *self.claude.rules.allow))
+            told = commands_brief(allow, self.team.gates)
+            prompt = f"{prompt}\n\n{told}" if told else prompt
+        return prompt
 
     def _description(self, agent: str) -> str:
         definition = self.definitions.get(agent)

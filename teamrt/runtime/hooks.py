@@ -22,7 +22,9 @@ gets an ``AgentHooks`` (in ``AgentEnv.hooks``); the loop calls:
   (``additionalContext``, feedback), in that turn.
 
 The supervisor calls ``task_completing`` before a task is marked done
-(``TaskCompleted``: a block leaves it open and tells the agent why).
+(``TaskCompleted``: a block leaves it open and tells the agent why), and its
+notifier ``notification`` when the run needs the person or ends
+(``Notification``).
 ``continue: false`` in any hook's answer stops the agent.
 
 Each run of a hook is journaled as a ``hook`` event (its event, command,
@@ -306,6 +308,29 @@ async def task_completing(loop: HookedAgent, task_id: int, subject: str, descrip
     if answer.blocks:
         return "\n".join(answer.blocks)
     return None
+
+
+async def notification(hooks: HookSet, store: Store, ctx: ToolContext, payload: dict[str, Any]) -> None:
+    """``Notification`` hooks (``teamrt.runtime.notify``): those whose matcher matches the payload's
+    ``notification_type`` run at once, in the sandbox of ``ctx`` (the lead's), each journaled as the others
+    are. As in Claude Code they inform and decide nothing: what they answer is not acted on."""
+    matching = hooks.matching("Notification", str(payload.get("notification_type", "")))
+    if not matching:
+        return
+    try:
+        ran = await asyncio.gather(*(run_hook(hook, payload, ctx.confinement) for hook in matching))
+    finally:
+        if ctx.guard is not None:  # what they made among the protected paths is moved out, and recorded
+            await asyncio.shield(ctx.guard.check(ctx.workspace, cause="Notification hooks"))
+    for r in ran:
+        said = interpret(r, "Notification")
+        data: dict[str, Any] = {
+            "event": "Notification", "command": _brief(r.hook.command), "scope": r.hook.scope, "code": r.code,
+            "ms": r.ms, "outcome": "ok" if said.outcome == "blocked" else said.outcome,
+        }  # fmt: skip
+        if said.note:
+            data["note"] = _brief(said.note)
+        await store.append_event(HOOK_EVENT, data)
 
 
 async def _goes_on(loop: HookedAgent, event: str, answer: Answer) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import re
 from pathlib import Path
 
 from teamrt.events import SUPERVISOR
@@ -23,10 +22,13 @@ from teamrt.runtime.diskfull import DiskFull, DiskHalt
 from teamrt.runtime.member import Member, Runner
 from teamrt.runtime.restore import landed
 from teamrt.runtime.services import Services
+from teamrt.runtime.spawning import WORKTREE_NOTE_END
 from teamrt.store import AgentRecord, Store, StoreWriteFailed
 from teamrt.team import Team
 from teamrt.worktree import FILE_TOOLS, MAX_ATTEMPTS, GitError, Worktrees
+from teamrt.worktree.gates import TOLERATED
 from teamrt.worktree.git import full_disk_in
+from teamrt.worktree.message import Work, one_line
 from teamrt.worktree.queue import IntegrationMoved
 
 ALREADY_MERGED = "already on the integration branch"
@@ -58,8 +60,8 @@ class Landing:
         at most ``MAX_ATTEMPTS`` times; an agent that ends otherwise keeps its work on its branch."""
         assert self.worktrees is not None and member.checkout is not None
         name, worktrees = member.name, self.worktrees
-        title = _title(outcome.answer) or f"work of {name}"
         for attempt in itertools.count(1):
+            title = self.work_of(member, outcome)
             if outcome.status != "done":
                 kept = await worktrees.keep(name, title)
                 return dataclasses.replace(outcome, reason=f"{outcome.reason}; {kept}")
@@ -135,6 +137,19 @@ class Landing:
                 if to in self.members and not self.members[to].done.done():
                     self.services.send(SUPERVISOR, to, text, summary=f"overlap: {name} and {other}")
 
+    def work_of(self, member: Member, outcome: Outcome) -> Work:
+        """What the commits of ``member``'s work say of it: its answer, the task it claimed last (else
+        its directive), the run, and why it is kept unmerged when it did not finish."""
+        name = member.name
+        task = max((t for t in self.store.reader.tasks() if t.owner == name), key=lambda t: t.updated_at,
+                   default=None)  # fmt: skip
+        directive = directive_of(member) if task is None else None
+        about = f'#{task.id} "{one_line(task.subject)}"' if task is not None else directive
+        why = f" ({outcome.reason})" if outcome.reason else ""
+        note = f"Not merged: {name} ended {outcome.status}{why}." if outcome.status != "done" else None
+        title = task.subject if task is not None else directive
+        return Work(name, outcome.answer, about, self.store.run_id, note, title)
+
     def with_stranded_work(self, outcome: Outcome) -> Outcome:
         """A run's end names the worktrees that still hold work teamrt could not commit (a failed
         landing): it is not merged, and it is not lost in silence either."""
@@ -171,16 +186,29 @@ def gates_said(gates: tuple[str, ...], output: str | None) -> str:
         return "no gate ran: it was on the integration branch already"
     if output.strip() == RECORDED_ON_RESUME:
         return "the gates' results were lost in a crash"
-    tolerated = re.findall(
-        r"^\[[^\n]*, but every failing test failed before this merge too", output, re.MULTILINE
-    )
-    if tolerated:
-        return (
-            f"{len(tolerated)} of {len(gates)} gates still fail, only tests that failed before this merge too"
-        )
     if not all(f"$ {gate}\n" in f"{output}\n" for gate in gates):
         return "the gates' output was cut; teamrt show has it"
-    return "gates passed: " + ", ".join(f"`{gate}`" for gate in gates)
+    failing = [gate for gate, section in _sections(gates, output) if TOLERATED in section]
+    if not failing:
+        return "gates passed: " + ", ".join(f"`{gate}`" for gate in gates)
+    one, names = len(failing) == 1, ", ".join(f"`{gate}`" for gate in failing)
+    said = (
+        f"{names} still fail{'s' if one else ''} on the merge, as {'it' if one else 'they'} did on the"
+        " integration branch before it; no test that passed there fails now"
+    )
+    passed = [f"`{gate}`" for gate in gates if gate not in failing]
+    return f"{said}; {', '.join(passed)} passed" if passed else said
+
+
+def _sections(gates: tuple[str, ...], output: str) -> list[tuple[str, str]]:
+    """Each gate with its part of the merge queue's output: from its ``$ gate`` line to the next gate's
+    (the gates ran in order; a gate's own output may hold lines that start with ``$``)."""
+    text, starts, at = f"{output}\n", [], 0
+    for gate in gates:
+        at = text.find(f"$ {gate}\n", at)
+        starts.append(at)
+    ends = [*starts[1:], len(text)]
+    return [(gate, text[start:end]) for gate, start, end in zip(gates, starts, ends, strict=True)]
 
 
 def commit_failed(record: AgentRecord) -> bool:
@@ -194,7 +222,12 @@ def unlanded(record: AgentRecord) -> bool:
     return record.kind == "worktree" and record.status == "done" and record.status_reason is None
 
 
-def _title(answer: str) -> str:
-    """A commit title from an agent's answer: its first line that says something, shortened."""
-    line = next((x.strip(" #*-") for x in answer.splitlines() if x.strip(" #*-")), "")
-    return line if len(line) <= 72 else line[:69] + "..."
+def directive_of(member: Member) -> str | None:
+    """The directive a worktree agent was spawned with (its first message, after teamrt's word on its
+    worktree); None when its conversation no longer starts with it."""
+    first = member.loop.messages[0] if member.loop.messages else None
+    content = first.get("content") if isinstance(first, dict) and first.get("role") == "user" else None
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    text = next((str(b["text"]) for b in blocks if isinstance(b.get("text"), str)), "")
+    _, found, directive = text.partition(WORKTREE_NOTE_END)
+    return (directive.strip() or None) if found else None

@@ -484,7 +484,7 @@ class AgentLoop:
         if decision.verdict == Verdict.DENY:
             return f"permission denied: {decision.reason}", pre.input
         if decision.verdict == Verdict.ASK:
-            answer = await self.env.asker(Ask(self.spec.name, name, pre.input, decision.reason))
+            answer = await self.env.asker(Ask(self.spec.name, name, pre.input, decision.reason, call["id"]))
             if not answer.allowed:
                 return f"permission denied: {answer.reason}", pre.input
         return None, pre.input

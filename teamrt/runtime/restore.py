@@ -25,9 +25,10 @@
   (``repair_integration``); every merge claim asks git (``facts.on_branch``).
 - An agent that had accepted a shutdown, its answer kept, finishes at once
   (``accepted_shutdown``): its model is not called again.
-- A permission ask the crash left unanswered is closed (``ask.answered`` by
-  ``resume``, denied), so it does not look pending forever; its call, still
-  pending in the journal, is asked again when its agent goes on.
+- A permission ask the crash left unanswered stays open with its id: its call,
+  still pending in the journal, asks again under that id when its agent goes on
+  (``HumanAsker.carry`` in ``teamrt.runtime.asking``); one whose call does not
+  ask again is closed (``ask.answered`` by ``resume``, denied).
 
 Mail and tool calls are reconciled per agent, with the agents rebuilt in
 memory (``restoring``): mail already ingested is only acknowledged, calls are
@@ -48,7 +49,6 @@ from pathlib import Path
 from teamrt.mailbox.maildir import peek
 from teamrt.models import Message
 from teamrt.procs import is_running, kill_group
-from teamrt.runtime.asking import ANSWERED, ASK
 from teamrt.runtime.losses import BRANCH_LOST, BRANCH_RESTORED, WORKSPACE_REMADE
 from teamrt.store import AgentRecord, EventRecord, MergeRecord, Store, ToolCallRecord
 from teamrt.worktree import GitRepo, Landing, Worktrees
@@ -65,7 +65,6 @@ REPEATABLE = (
     "task_update",
 )
 """Team tools a resume completes exactly once instead of reporting them interrupted."""
-UNANSWERED = "the run crashed before the ask was answered; the call is asked again when the agent goes on"
 INTERRUPTED = (
     "interrupted by a crash: teamrt does not know whether this call finished, so it was not run again."
     " Check its effects before you repeat it."
@@ -204,16 +203,6 @@ def accepted_shutdown(messages: Sequence[Message]) -> str | None:
         if block.get("type") == "tool_use" and accepts and block.get("id") in answered:
             return str(call.get("reason") or "shutdown accepted")
     return None
-
-
-async def close_stale_asks(store: Store, events: Sequence[EventRecord]) -> list[str]:
-    """Close the asks among ``events`` that have no answer (the crash came first); their ids."""
-    answered = {e.data.get("id") for e in events if e.kind == ANSWERED}
-    stale = [e for e in events if e.kind == ASK and e.data.get("id") not in answered]
-    for ask in stale:
-        data = {"id": ask.data.get("id"), "allowed": False, "by": "resume", "reason": UNANSWERED}
-        await store.append_event(ANSWERED, data, agent=ask.agent)
-    return [str(e.data.get("id")) for e in stale]
 
 
 def worktree_base(events: Sequence[EventRecord], agent: str) -> str | None:

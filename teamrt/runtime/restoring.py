@@ -40,7 +40,6 @@ from teamrt.runtime.restore import (
     INTERRUPTED,
     REPEATABLE,
     accepted_shutdown,
-    close_stale_asks,
     delivered,
     has_mail,
     kill_leftovers,
@@ -52,6 +51,7 @@ from teamrt.runtime.services import Services
 from teamrt.runtime.spawning import Spawning
 from teamrt.sandbox.quarantine import Guard
 from teamrt.store import AgentRecord, EventRecord, FinishedCall, Store, ToolCallRecord
+from teamrt.store.rounds import round_so_far
 from teamrt.team import Role, Team
 from teamrt.tools.files.edit import remove_temporaries
 from teamrt.worktree import Worktrees
@@ -97,7 +97,8 @@ class Restoring:
         usage = reader.run().usage
         self.run_budget.spent_tokens, self.run_budget.spent_usd = usage.total_tokens, usage.cost_usd
         events = reader.events()  # read once: what each agent's restore looks up
-        await close_stale_asks(self.store, events)  # their calls are asked again as the agents go on
+        live = {r.name for r in reader.agents() if r.status not in ENDED or unlanded(r)}
+        await self.assembly.asker.carry(events, live)  # asked again, same ids, as the agents go on (go_on)
         self.idling.restoring = True  # what the restores set aside is looked at below, all agents restored
         for record in reader.agents():
             await self._restore(record, events)
@@ -106,6 +107,9 @@ class Restoring:
             await self.lost_mail.scan(found_in_bad(member.inbox))
         for workspace in {m.loop.env.tools.workspace for m in self.members.values()}:
             await asyncio.to_thread(remove_temporaries, workspace)  # of writes the crash cut short
+        so_far = round_so_far(reader)  # a later round's answer and turns are its own, not the run's
+        if so_far is not None and "lead" in self.members:
+            self.members["lead"].loop.answer, self.members["lead"].loop.turns = so_far
 
     async def go_on(self, member: Member) -> Outcome:
         """Run a resumed agent that had started on from its kept turns: one that had ended (or was landing)
@@ -114,15 +118,19 @@ class Restoring:
         if self.store.reader.agent(member.name).status == "merging" or unlanded(
             self.store.reader.agent(member.name)
         ):
+            await self.assembly.asker.release(member.name)
             return Outcome("done", member.loop.answer, member.loop.turns)
         if self._had_ended(member):
+            await self.assembly.asker.release(member.name)
             if member.checkout is None:  # a worktree agent's status is its landing's
                 await self.store.set_agent_status(member.name, "done")
             return Outcome("done", member.loop.answer, member.loop.turns)
         accepted = accepted_shutdown(member.loop.messages)
         if accepted is not None:  # kept its answer, crashed before it finished
             self.services.accept_shutdown(member.name, accepted)
-        return await self.runner.run_with_restarts(member, None, finished=await self._settle_calls(member))
+        finished = await self._settle_calls(member)  # its carried asks' calls ask again here, or never
+        await self.assembly.asker.release(member.name)
+        return await self.runner.run_with_restarts(member, None, finished=finished)
 
     async def _restore(self, record: AgentRecord, events: list[EventRecord]) -> Member:
         """``record``'s agent as the crash left it: its conversation, its workspace, its mail."""
@@ -304,10 +312,17 @@ class Restoring:
             child = await self.spawning.child(parent, kind, role)
             self.runner.start(child, self.spawning.first_turn(parent, child, directive))
             children.append(child)
-        names = [c.name for c in children]
-        await self.store.append_event(
-            "spawn", {"kind": kind, "children": names, "wait": wait}, agent=parent.name
-        )
+        logged = {  # the spawn's event, when the crash came after it: a resume does not log it again
+            name
+            for event in self.store.reader.events(kinds=("spawn",))
+            if event.agent == parent.name
+            for name in event.data.get("children", [])
+        }
+        fresh = [c.name for c in children if c.name not in logged]
+        if fresh:
+            await self.store.append_event(
+                "spawn", {"kind": kind, "children": fresh, "wait": wait}, agent=parent.name
+            )
         if not wait:
             for child in children:
                 child.background = True

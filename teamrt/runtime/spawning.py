@@ -41,6 +41,8 @@ from teamrt.tools.names import canonical
 from teamrt.tools.team import task_spawn
 from teamrt.worktree import GitError, Worktrees
 
+WORKTREE_NOTE_END = " Write only inside your worktree.\n\n"
+"""Where teamrt's word on a worktree agent's checkout ends in its first message, and its directive begins."""
 FORK_PLACEHOLDER = "Forked: you are one of the children this call started. Your directive follows."
 SPAWN_FAILED: Final = "spawn.failed"
 """The event of a spawn refused or failed: its agent, kind, role and reason (the caller gets a tool error)."""
@@ -210,7 +212,7 @@ class Spawning:
                 f"You work in your own git worktree, {child.checkout.workspace}, a detached checkout of"
                 f" {child.checkout.base[:12]}. Commit there if you like; when you finish, teamrt commits"
                 f" the rest and merges your work onto {self.worktrees.integration} once its gates"
-                f" ({gates}) pass. Write only inside your worktree.\n\n{directive}"
+                f" ({gates}) pass.{WORKTREE_NOTE_END}{directive}"
             )
         if child.kind != "fork":
             return directive

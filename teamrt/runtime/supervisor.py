@@ -33,7 +33,9 @@ from teamrt.mcp.config import McpConfig, mcp_config
 from teamrt.mcp.servers import NOTICE
 from teamrt.models import Model
 from teamrt.models.types import Block, OnText
+from teamrt.runtime import verdict
 from teamrt.runtime.agent import Outcome
+from teamrt.runtime.always import LiveRules
 from teamrt.runtime.asking import HumanAsker
 from teamrt.runtime.assembly import Assembly
 from teamrt.runtime.budget import run_budget
@@ -44,6 +46,7 @@ from teamrt.runtime.idling import Idling
 from teamrt.runtime.landing import Landing
 from teamrt.runtime.lostmail import LostMail
 from teamrt.runtime.member import Member
+from teamrt.runtime.notify import RunNotifier
 from teamrt.runtime.relay import SteeringRelay
 from teamrt.runtime.restoring import Restoring
 from teamrt.runtime.services import Services
@@ -107,6 +110,10 @@ class Supervisor:
         self.worktrees = worktrees
         self.run_budget = run_budget(team.budget_tokens, team.budget_usd)
         self.asker = HumanAsker(store, policy=team.on_ask, wait_s=team.ask_wait)
+        self.notifier = RunNotifier(
+            store, project=project, hooks=hooks.hooks, settings=settings.notify, budget=self.run_budget,
+            lead_context=lambda: self.members["lead"].loop.env.tools if "lead" in self.members else None,
+        )  # fmt: skip
         self._slots = asyncio.Semaphore(team.max_concurrent)
         self.lost_mail = LostMail(
             store, self.mailbox, tell_from=SUPERVISOR, alive=self._alive, busy=self._mail_coming,
@@ -122,6 +129,9 @@ class Supervisor:
             mcp=mcp_config(project, team, definitions) if mcp is None else mcp, host=self,
         )  # fmt: skip
         self.mcp = self.assembly.mcp
+        self.asker.always = LiveRules(
+            project=project, guard=self.guard, assembly=self.assembly, members=self.members
+        )
         self.spawning = Spawning(
             store=store, run_dir=run_dir, team=team, project=project, members=self.members,
             mailbox=self.mailbox, worktrees=worktrees, lost_mail=self.lost_mail, assembly=self.assembly,
@@ -162,9 +172,11 @@ class Supervisor:
 
         return await self._conduct(begin)
 
-    async def resume(self) -> Outcome:
+    async def resume(self, *, continued: bool = False) -> Outcome:
         """Go on with a crashed run: reconcile what the crash left and rebuild its agents (``restoring``),
-        then restart every agent that had not ended from its last kept turn, under a new epoch."""
+        then restart every agent that had not ended from its last kept turn, under a new epoch.
+        ``continued``: an ended run's new round (``runtime.continuing``), recorded as ``run.continued``
+        already, goes on the same way."""
 
         async def begin() -> Member:
             await self.restoring.restore()
@@ -175,7 +187,8 @@ class Supervisor:
             for member in self.members.values():
                 if not member.done.done():
                     self.start(member, self.restoring.unstarted_task(member), resumed=True)
-            await self.store.append_event("run.resumed", {"agents": len(self.members)})
+            if not continued:
+                await self.store.append_event("run.resumed", {"agents": len(self.members)})
             return self.members["lead"]
 
         return await self._conduct(begin)
@@ -183,6 +196,7 @@ class Supervisor:
     async def _conduct(self, begin: Callable[[], Awaitable[Member]]) -> Outcome:
         """Run the team from ``begin`` (which starts its agents and names the lead) to the lead's end."""
         control = asyncio.create_task(self._control())
+        notifying = asyncio.create_task(self.notifier.follow())  # asks waiting, the budget near: told
         relay = asyncio.create_task(SteeringRelay(self.store, self.mailbox).run())  # mail from other hosts
         try:
             policy = self.team.sandbox
@@ -204,11 +218,17 @@ class Supervisor:
             await asyncio.gather(*self.idling.handling)  # each file set aside is named before the run's end
             outcome = self.spawning.with_failed_spawns(outcome)
             outcome = self.landing.with_stranded_work(outcome)
+            await self.asker.release()  # asks a crash left whose calls never asked again
+            outcome = await verdict.judged(self.store, outcome)  # blocked: refused, and nothing else done
+            await verdict.abandon_unfinished(self.store)
             await self.store.set_run_status(outcome.status, outcome.reason)
+            await self.notifier.ended(outcome.status, outcome.reason)
             return outcome
         finally:
             control.cancel()
             relay.cancel()
+            notifying.cancel()
+            self.notifier.close()
             await self.mcp.close()
             await self.guarding.final_scan()
             self.spawning.torn_down = True  # before the mailbox closes: see Spawning.report
@@ -244,7 +264,8 @@ class Supervisor:
                     ask, allow, reason = msg.data.get("ask"), msg.data.get("allow"), msg.data.get("reason")
                     if isinstance(ask, str) and isinstance(allow, bool):
                         text = reason.strip() if isinstance(reason, str) else None
-                        self.asker.answer(ask, allow, by=msg.sender, reason=text or None)
+                        always = msg.data.get("always") is True
+                        self.asker.answer(ask, allow, by=msg.sender, reason=text or None, always=always)
                 inbox.ack(msg)
 
     def _alive(self, name: str) -> bool:

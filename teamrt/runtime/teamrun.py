@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from teamrt import home
 from teamrt.agents import AgentDefinition, AgentScan, role_name, scan_definitions
-from teamrt.agents.definitions import BUILTIN
 from teamrt.claudecode.memory import Memory, load_memory
 from teamrt.claudecode.settings import ClaudeSettings, load_claude_settings
 from teamrt.errors import UserError
@@ -26,6 +25,7 @@ from teamrt.models.catalog import resolve
 from teamrt.models.registry import is_sim
 from teamrt.models.types import OnText
 from teamrt.runtime.agent import Outcome
+from teamrt.runtime.fromproject import tell_agents, with_agent_roles, with_test_command
 from teamrt.runtime.hooks import RunHooks, load_hooks
 from teamrt.runtime.supervisor import Supervisor
 from teamrt.runtime.verify import accept_loss as record_loss
@@ -36,7 +36,8 @@ from teamrt.settings import Settings, load_settings
 from teamrt.store import RunRecord, Store, create_store, open_reader, open_store
 from teamrt.store.integrity import StoreBehind
 from teamrt.store.ownership import host_identity
-from teamrt.team import LEAD, RESERVED, Role, Team, load_team, team_from_json, team_to_json
+from teamrt.store.rounds import round_base
+from teamrt.team import Role, Team, load_team, team_from_json, team_to_json
 from teamrt.worktree import GitRepo, Worktrees
 from teamrt.worktree.facts import on_branch, repo_of
 
@@ -147,6 +148,7 @@ def team_from_file(
     team = path if isinstance(path, Team) else load_team(path, project=project)
     if path == DEFAULT_TEAM:
         team = with_agent_roles(team, scan or scan_definitions(project), on_notice)
+        team = with_test_command(team, project, on_notice)
     if choices.model is not None:  # over the team file's models; an agent file's still counts (choose_model)
         team = dataclasses.replace(
             team,
@@ -317,7 +319,7 @@ async def run_team(
             on_text=on_text, sim=sim,
         )  # fmt: skip
         outcome = await supervisor.run(task)
-        return _summary(run_id, outcome, store, team, run_dir)
+        return summary_of(run_id, outcome, store, team, run_dir)
     finally:
         store.close()
 
@@ -424,7 +426,10 @@ async def resume_run(
     finally:
         reader.close()
     if run.status != "running":
-        raise NotResumable(f"run {run_id} is {run.status}; only a crashed run can be resumed")
+        raise NotResumable(
+            f"run {run_id} is {run.status}; only a crashed run can be resumed (teamrt continue {run_id}"
+            " --prompt ... gives an ended run a follow-up)"
+        )
     if "team" not in run.settings:
         raise NotResumable(f"run {run_id} was started by an older teamrt that kept no team with it")
     check_reachable(run_dir, run)
@@ -443,17 +448,13 @@ async def resume_run(
         repo = GitRepo.find(workdir)
         integration = run.settings["integration_branch"] if repo is not None and run.base_head else None
         supervisor = prepared.supervisor(
-            store, run_dir, settings=settings, models=models, repo=repo, base=run.base_head,
+            store, run_dir, settings=settings, models=models, repo=repo, base=round_base(run),
             integration=integration, on_text=on_text,
         )  # fmt: skip
         outcome = await supervisor.resume()
-        return _summary(run_id, outcome, store, team, run_dir)
+        return summary_of(run_id, outcome, store, team, run_dir)
     finally:
         store.close()
-
-
-MAX_AGENT_NOTICES = 10
-"""Agent-file warnings a run's start shows; ``teamrt agents`` lists them all."""
 
 
 def sweep(project: Path, on_notice: Notice | None, runs: Path) -> None:
@@ -486,41 +487,6 @@ def read_mcp(
     return config
 
 
-def tell_agents(scan: AgentScan, on_notice: Notice | None) -> None:
-    """Say at a run's start which agent files did not load and what was left out of those that did."""
-    if on_notice is None:
-        return
-    lines = scan.warnings
-    for line in lines[:MAX_AGENT_NOTICES]:
-        on_notice(f"teamrt: warning: {line}")
-    if len(lines) > MAX_AGENT_NOTICES:
-        on_notice(f"teamrt: warning: {len(lines) - MAX_AGENT_NOTICES} more about agent files; teamrt agents"
-                  " lists them all")  # fmt: skip
-
-
-def with_agent_roles(team: Team, scan: AgentScan, on_notice: Notice | None = None) -> Team:
-    """``team`` (the built-in one) with a role for each user and project agent, named by its
-    ``role_name``, so that the lead may spawn it; an agent whose role name is taken is said and left
-    out."""
-    roles = dict(team.roles)
-    for definition in scan.definitions.values():
-        if definition.scope == BUILTIN or definition.name == team.lead.agent:
-            continue
-        name = role_name(definition.name)
-        taken = roles.get(name)
-        if taken is not None and taken.agent == definition.name:
-            continue  # the team's own role for it
-        if taken is not None or name in (LEAD, *RESERVED):
-            if on_notice is not None:
-                on_notice(
-                    f"teamrt: warning: {definition.source}: agent {definition.name!r} is no role of the"
-                    f" default team: the role name {name!r} is taken"
-                )
-            continue
-        roles[name] = Role(name, definition.name, None, None, None, None, None)
-    return dataclasses.replace(team, roles=roles)
-
-
 SHOWN_ROLES = 8
 """Roles a run's start line names (the built-in team has one per agent file, maybe many)."""
 
@@ -531,7 +497,10 @@ def started_line(run_id: str, team: Team, project: Path) -> str:
     more = f" and {len(names) - SHOWN_ROLES} more" if len(names) > SHOWN_ROLES else ""
     roles = ", ".join(names[:SHOWN_ROLES]) + more
     models = sorted({r.model or team.model for r in (team.lead, *team.roles.values())})
-    said = f"run {run_id} started: team {team.name} ({roles}) on {', '.join(models)} in {project}"
+    who = f"team {team.name} ({roles})"
+    if not team.roles and team.name == team.lead.agent:  # teamrt run --agent: one agent file, no team
+        who = f"agent {team.name} alone"
+    said = f"run {run_id} started: {who} on {', '.join(models)} in {project}"
     if on_sim(team):
         return f"{said}; offline, its costs are simulated"
     if team.budget_usd is None:
@@ -569,7 +538,7 @@ def _merged(run: RunRecord, store: Store) -> int:
     return len(on_branch(repo_of(run.workdir), branch, store.reader.merges()))
 
 
-def _summary(run_id: str, outcome: Outcome, store: Store, team: Team, run_dir: Path) -> RunSummary:
+def summary_of(run_id: str, outcome: Outcome, store: Store, team: Team, run_dir: Path) -> RunSummary:
     run = store.reader.run()
     usage = run.usage
     return RunSummary(

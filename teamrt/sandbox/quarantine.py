@@ -41,8 +41,8 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, Final
+from pathlib import Path, PurePosixPath
+from typing import Any, Final, TypeVar
 
 from teamrt.procs import is_running, process_start_time
 from teamrt.sandbox.baseline import (
@@ -105,6 +105,7 @@ def describe(moved: list[Moved], after: str) -> str:
 
 # == a run's guard ========================================================================================
 
+T = TypeVar("T")
 OnMoved = Callable[[list[Moved], str, str | None], Awaitable[None]]
 """Told of each scan that moved something: (moved, cause, agent); records the event."""
 
@@ -154,6 +155,28 @@ class Guard:
             await self.on_moved(moved, cause, agent)
         return moved
 
+    async def accept(self, workspace: Path, paths: Iterable[str], change: Callable[[], T]) -> T:
+        """Make a person's own ``change`` to the protected ``paths`` of ``workspace`` (relative to it; "allow
+        always" writing ``.claude/settings.local.json``) part of the baseline, so that no scan moves it out.
+        Under the workspace's lock: a scan first (what an agent changed is moved out as ever), then
+        ``change`` (blocking; run in a thread), then only the entries of ``paths`` and the directories
+        above them taken again: what an agent does meanwhile elsewhere is still found. A workspace not
+        watched just gets the change."""
+        watched = self._watched.get(Path(os.path.realpath(workspace)))
+        if watched is None:
+            return await asyncio.to_thread(change)
+        wanted = {p for path in paths for p in _with_parents(path)}
+        async with watched.lock:
+            moved = await asyncio.to_thread(scan, watched, self.run_dir)
+            try:
+                return await asyncio.to_thread(change)
+            finally:
+                copies = self.run_dir / COPIES_DIR / watched.key
+                await asyncio.to_thread(_retake, watched, wanted, copies)
+                await asyncio.to_thread(_write_json, self.baseline_file, self._snapshot())
+                if moved and self.on_moved is not None:
+                    await self.on_moved(moved, "a person's change to the settings", None)
+
     async def close(self) -> list[Moved]:
         """The run's final scan of every workspace (its processes all stopped), then its baseline removed."""
         moved: list[Moved] = []
@@ -181,6 +204,29 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, path)
+
+
+def _with_parents(path: str) -> list[str]:
+    parts = PurePosixPath(path).parts
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _retake(watched: Watched, paths: set[str], copies: Path) -> None:
+    """The baseline entries of ``paths`` (relative to the workspace) taken again, with their copies; every
+    other entry kept as it was. Blocking; the caller holds ``watched.lock``."""
+    fresh = copies.with_name(f"{copies.name}.retake")
+    entries, _ = take_baseline(watched.workspace, watched.rules, fresh)
+    try:
+        for path in paths:
+            if path in entries:
+                watched.entries[path] = entries[path]
+                if (fresh / path).is_file():
+                    (copies / path).parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(fresh / path, copies / path)
+            else:
+                watched.entries.pop(path, None)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def _rules(workspace: Path, extras: Iterable[Path], run_dir: Path) -> Rules:

@@ -22,13 +22,14 @@ _shared_lock = threading.Lock()
 
 
 def shared_server() -> SimServer:
-    """The process's own simulator (playing the example teams), started on first use, closed at exit."""
+    """The process's own simulator (the example teams' policies, the generic play for every other role),
+    started on first use, closed at exit."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            from teamrt.sim.plays import POLICIES
+            from teamrt.sim.plays import DEFAULT, POLICIES
 
-            _shared = SimServer(POLICIES)
+            _shared = SimServer(POLICIES, default=DEFAULT)
             atexit.register(_shared.close)
         return _shared
 

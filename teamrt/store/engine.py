@@ -202,6 +202,35 @@ def reader_engine(url: str) -> Engine:
     return engine
 
 
+CHECKPOINT_WAIT_MS = 2_000  # for readers to finish theirs before the WAL is cut; else it stays as it is
+
+
+def truncate_wal(engine: Engine) -> None:
+    """Move a SQLite store's WAL into its file and cut the WAL to nothing (``wal_checkpoint(TRUNCATE)``),
+    as its owner closes it: the run's commits all live in ``run.db`` then, and no megabytes of WAL stay
+    beside a finished run (SQLite deletes the WAL itself only when the last connection to close is a
+    writer, and readers such as ``teamrt logs -f`` often close after it). Nothing for a server
+    database. Best effort: a reader that holds a snapshot longer than ``CHECKPOINT_WAIT_MS`` leaves the
+    WAL whole, which loses nothing (the commit counter in ``integrity`` is in the database either way)."""
+    if engine.dialect.name != "sqlite":
+        return
+    try:
+        raw = engine.raw_connection()  # isolation_level None (``_sqlite_transactions``): no BEGIN around it
+    except Exception as e:
+        log.warning("cannot open %s to checkpoint its WAL: %s", engine.url.database, one_line(e))
+        return
+    try:
+        cursor = raw.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
+        busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy and busy[0]:
+            log.info("the WAL of %s stays: a reader held it past the checkpoint's wait", engine.url.database)
+    except Exception as e:
+        log.warning("cannot checkpoint the WAL of %s: %s", engine.url.database, one_line(e))
+    finally:
+        raw.close()
+
+
 def _sqlite_transactions(engine: Engine, *, begin: str, wal: bool) -> None:
     """Let SQLAlchemy, not the sqlite3 module, start transactions, and start them with ``begin``."""
 

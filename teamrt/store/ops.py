@@ -167,7 +167,14 @@ def heartbeat(conn: Connection, run: str) -> None:
 
 
 def set_run_status(conn: Connection, run: str, status: str, reason: str | None) -> None:
+    """Record how the run stands. A run that ended goes on only as a new round (``rounds.begin_round``,
+    which checks what a continuation needs), never by a status set back to ``running``."""
     _check(status, RUN_STATUSES, "run status")
+    current = conn.execute(select(t.runs.c.status).where(t.runs.c.id == run)).scalar_one_or_none()
+    if current is None:
+        raise NotFound("run", run)
+    if status == "running" and current != "running":
+        raise InvalidTransition("run", run, current, "running (continue it: teamrt continue)")
     now = time.time()
     finished = None if status == "running" else now
     conn.execute(
@@ -221,9 +228,8 @@ def add_agent(
             updated_at=now,
         )
     )
-    append_event(
-        conn, run, "agent.added", name, {"kind": kind, "parent": parent, "role": role, "model": model}
-    )
+    said = {"kind": kind, "parent": parent, "role": role, "model": model, "agent": definition.get("name")}
+    append_event(conn, run, "agent.added", name, said)  # "agent": the definition it runs (run --agent's)
     return _agent(conn, run, name)
 
 

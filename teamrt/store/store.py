@@ -91,7 +91,8 @@ class Store:
         return self._writer.stop_after(op, failure)
 
     def close(self) -> None:
-        """Commit what is queued, give up ownership, release the lock."""
+        """Commit what is queued, give up ownership, checkpoint SQLite's WAL into the file, release the
+        lock."""
         self._writer.close()
         if self._stamp is not None:
             self._stamp.close()
@@ -106,6 +107,8 @@ class Store:
             except Exception:
                 pass  # the heartbeat goes stale instead; readers see the owner gone either way
         self.reader.close()
+        if self._writer.failure is None:
+            eng.truncate_wal(self._engine)  # a run that ended keeps no WAL (its commits are in run.db)
         self._engine.dispose()
         self._lock.release()
 

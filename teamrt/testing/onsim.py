@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from teamrt.agents import scan_definitions
 from teamrt.api import RunResult, result_of
 from teamrt.models.types import Model, OnText
-from teamrt.runtime.teamrun import Notice, run_team, tell_agents
+from teamrt.runtime.fromproject import tell_agents
+from teamrt.runtime.teamrun import Notice, run_team
 from teamrt.settings import Settings
 from teamrt.team import Team, load_team
 

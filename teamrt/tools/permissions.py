@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrt.errors import UserError
+from teamrt.tools import bashguard
 from teamrt.tools.names import LATER, canonical
 from teamrt.tools.shell.programs import Reading, read
 from teamrt.tools.specifiers import command_patterns, path_pattern
@@ -273,6 +274,8 @@ class Permissions:
         name = folded(tool)
         reading = read(_command(input)) if name == "bash" else None
         decision = self.rules.decide(name, input, workspace, reading)
+        if reading is not None and (decision is None or decision.verdict is Verdict.ALLOW):
+            decision = self._bash_reach(decision, _command(input), reading, workspace)
         if decision is None:
             decision = self._by_mode(tool, name, input, read_only, workspace)
         if decision.verdict is Verdict.ASK and self.mode is Mode.DONT_ASK:
@@ -285,6 +288,29 @@ class Permissions:
         These are the ``Read`` rules (they cover Read, Glob, Grep and LS), from any source: the
         file tools refuse such a path and leave it out of their walks."""
         return self.rules.read_decided(path, workspace)[1]
+
+    def _bash_reach(
+        self, decision: Decision | None, command: str, reading: Reading, workspace: Path
+    ) -> Decision | None:
+        """A command that names a file a ``Read`` deny rule forbids is denied; one an allow rule with a
+        specifier lets through that may read such a file unnamed, or write one through a redirection, is
+        left to the mode, with the reason (``teamrt.tools.bashguard``)."""
+        specific = [rule for rule in self.rules.deny if rule.covers("read") and rule.specifier is not None]
+
+        def denial(path: Path) -> str | None:
+            return next((_named(r) for r in specific if _covers(r.specifier or "", path, workspace)), None)
+
+        why = bashguard.named(command, denial, workspace) if specific else None
+        if why is not None:
+            return Decision(Verdict.DENY, why)
+        whole = any(rule.covers("bash") and rule.specifier is None for rule in self.rules.allow)
+        if decision is None or whole:
+            return decision  # a rule for every command allows what any command does
+        why = bashguard.unseen(command, reading, denial, [r.specifier or "" for r in specific], workspace)
+        if why is None:
+            return decision
+        by_mode = self._by_mode("Bash", "bash", {"command": command}, False, workspace)
+        return Decision(by_mode.verdict, f"{decision.reason}, but not this command: {why}; {by_mode.reason}")
 
     def _by_mode(
         self, tool: str, name: str, input: Mapping[str, Any], read_only: bool, workspace: Path

@@ -1,4 +1,5 @@
-"""What the TUI does to a run: mail (a message, a stop, an answer to an ask) and starting a resume.
+"""What the TUI does to a run: mail (a message, a stop, an answer to an ask), starting a resume or a
+follow-up round.
 
 Each returns the one line to show the user and raises ``ActionFailed`` with
 one line when it cannot be done. The TUI never writes the store: these go
@@ -48,13 +49,20 @@ def stop(run_dir: Path, run_id: str, agent: str) -> str:
     return f"asked the supervisor to stop {agent}{_note(sent)}"
 
 
-def answer(run_dir: Path, run_id: str, ask: PendingAsk, allow: bool) -> str:
+def answer(
+    run_dir: Path, run_id: str, ask: PendingAsk, allow: bool, *, always: bool = False, note: str | None = None
+) -> str:
+    """Answer ``ask``: allow (``always``: the run also adds the ask's rule to .claude/settings.local.json
+    and its live rules, as ``teamrt.runtime.always`` does) or deny (``note``: for the agent)."""
     try:
-        sent = steer.answer(run_dir, run_id, ask.id, allow)
+        sent = steer.answer(run_dir, run_id, ask.id, allow, note, always=always)
     except (RunsError, StoreError, OSError) as e:
         raise ActionFailed(str(e)) from None
     verdict = "approved" if allow else "denied"
-    return f"{verdict} {ask.agent}'s {describe_call(ask.tool, ask.input)}{_note(sent)}"
+    said = f"{verdict} {ask.agent}'s {describe_call(ask.tool, ask.input)}"
+    if always:
+        said += "; the run adds its rule to .claude/settings.local.json"
+    return said + _note(sent)
 
 
 def resume(run_id: str) -> str:
@@ -64,3 +72,12 @@ def resume(run_id: str) -> str:
     except detach.ResumeFailed as e:
         raise ActionFailed(str(e)) from None
     return f"resumed run {run_id}: it goes on in the background"
+
+
+def follow_up(run_id: str, prompt: str) -> str:
+    """Start ``teamrt continue RUN --prompt PROMPT --detach``; it returns once the run's next round began."""
+    try:
+        detach.follow_up(run_id, prompt)
+    except detach.ResumeFailed as e:
+        raise ActionFailed(str(e)) from None
+    return f"run {run_id} goes on with your follow-up, in the background"

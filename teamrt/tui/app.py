@@ -29,6 +29,7 @@ from teamrt.tui.run_screen import RunScreen
 from teamrt.tui.runs_screen import RunsScreen
 from teamrt.tui.screen import OpenRun, OpenRuns, TuiOptions
 from teamrt.tui.state import AgentRow
+from teamrt.tui.toasts import HeldToasts
 
 PICTURES_DIR = "screenshots"
 
@@ -58,6 +59,7 @@ class TeamApp(App[None]):
         self._trace: IO[str] | None = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115
         self.options = TuiOptions(runs_dir, clock, blink, self.trace)
         self.runs = RunsScreen(self.options)
+        self.toasts = HeldToasts()
 
     def on_mount(self) -> None:
         self.push_screen(self.runs)
@@ -90,10 +92,19 @@ class TeamApp(App[None]):
         """A toast. What one says often quotes an agent, a tool or an error (an ask's command, a
         refusal), so it is never read as markup, whatever ``markup`` says, and its controls are inert."""
         said, title = clean(message), clean_line(title)
-        super().notify(said, title=title, severity=severity, timeout=timeout, markup=False)
+        timeout = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
+        if not self.toasts.keep(said, title, severity, timeout):  # held while the help is open
+            super().notify(said, title=title, severity=severity, timeout=timeout, markup=False)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        """The help, readable: toasts are taken off it and shown again once it closes (``toasts``)."""
+        self.toasts.hold()
+        self.clear_notifications()
+        self.push_screen(HelpScreen(), lambda _: self._release_toasts())
+
+    def _release_toasts(self) -> None:
+        for toast in self.toasts.release():
+            self.notify(toast.message, title=toast.title, severity=toast.severity, timeout=toast.timeout)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "picture" and not parameters:

@@ -18,6 +18,7 @@ from teamrt.mailbox.maildir import peek
 from teamrt.mailbox.message import preview
 from teamrt.runs.render import describe_call
 from teamrt.runs.steer import MAILBOX_DIR
+from teamrt.runs.transcript import mail_entry, parse_mail
 from teamrt.runtime.stream import STREAM_DIR
 from teamrt.store import AgentRecord, MailRecord, RunRecord, StoreReader, TurnRecord
 from teamrt.terminal import clean
@@ -29,7 +30,8 @@ DIFF_EVERY_S = 2.0  # a worktree's diff stat is asked of git at most this often
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One line of a transcript. ``kind``: user, assistant, call, result, error, compaction, streaming."""
+    """One line of a transcript. ``kind``: user, assistant, call, result, error, compaction, streaming,
+    mail."""
 
     kind: str
     text: str
@@ -116,6 +118,10 @@ def transcript(turns: list[TurnRecord]) -> list[Line]:
 def _block_lines(role: str, block: dict[str, Any]) -> list[Line]:
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
+        mail = parse_mail(block["text"]) if role == "user" else None
+        if mail is not None:  # as a person reads it (``teamrt transcript`` too), not the model's markup
+            entry = mail_entry(mail)
+            return [Line("mail", entry.text, entry.more)]
         text = clean(block["text"]).strip()  # only a newline ends a line: a lone CR shows as U+FFFD
         said_by = "compaction" if role == "compaction" else role
         return [Line(said_by, t) for t in text.split("\n") if t.strip()]

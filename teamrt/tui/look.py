@@ -20,10 +20,12 @@ STATUS_STYLE = {
     "done": "blue",
     "failed": "bold red",
     "stopped": "yellow",
+    "blocked": "bold red",  # a run that ended having done nothing
+    "abandoned": "dim yellow",  # a task not done when its run ended
     "crashed": "bold white on red",  # a live agent of a crashed run
     "not responding": "bold black on yellow",  # a run whose owner lives here, its heartbeat stale
 }
-ENDED = ("done", "failed", "stopped", "crashed")
+ENDED = ("done", "failed", "stopped", "blocked", "crashed")
 LINE_STYLE = {
     "user": "cyan",
     "assistant": "",
@@ -32,6 +34,7 @@ LINE_STYLE = {
     "error": "red",
     "compaction": "dim italic",
     "streaming": "italic green",
+    "mail": "magenta",
 }
 LINE_MARK = {
     "user": "› ",
@@ -40,6 +43,7 @@ LINE_MARK = {
     "result": "  ↳ ",
     "error": "  ↳ ",
     "streaming": "… ",
+    "mail": "✉ ",
 }
 
 

@@ -27,11 +27,14 @@ from textual.widgets import Footer, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from teamrt.runs.query import CRASHED, PendingAsk, RunsError, unreadable
+from teamrt.runs.render import describe_call
 from teamrt.store import StoreError
-from teamrt.tui import actions
+from teamrt.tui import actions, paging
 from teamrt.tui.agent_list import AgentList
-from teamrt.tui.dialogs import ConfirmDialog, MessageDialog
-from teamrt.tui.look import plain
+from teamrt.tui.dialogs import ConfirmDialog, FollowUpDialog, MessageDialog, NoteDialog
+from teamrt.tui.diff_view import DiffView
+from teamrt.tui.look import ENDED, NARROW, plain
+from teamrt.tui.notifying import RunAlerts
 from teamrt.tui.screen import OpenRuns, TeamScreen, TuiOptions
 from teamrt.tui.state import RunFollower, RunState
 from teamrt.tui.widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
@@ -71,10 +74,23 @@ class RunScreen(TeamScreen):
         Binding("a", "refused('answer')", show=False),
         Binding("d", "answer(False)", "deny"),
         Binding("d", "refused('answer')", show=False),
+        Binding("A", "answer(True, True)", "always", show=False),  # the help names A and D
+        Binding("A", "refused('answer')", show=False),
+        Binding("D", "answer(False, False, True)", "deny, with a note", show=False),
+        Binding("D", "refused('answer')", show=False),
         Binding("r", "resume", "resume"),
         Binding("r", "refused('resume')", show=False),
+        Binding("c", "follow_up", "continue"),
+        Binding("c", "refused('follow_up')", show=False),
         Binding("slash", "filter", "filter"),
         Binding("f", "unfold", "unfold"),
+        Binding("t", "next_tab", "tab"),  # offered on a wide screen; the keys work on any (tui.paging)
+        Binding("t", "next_tab(1)", show=False),
+        Binding("T", "next_tab(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False, priority=True),  # the agent list keeps the focus
+        Binding("pageup", "page(-1)", show=False, priority=True),
+        Binding("right_square_bracket", "diff_file(1)", show=False),  # the diff tab: next file
+        Binding("left_square_bracket", "diff_file(-1)", show=False),  # and the previous one
         Binding("question_mark", "app.help", "help"),
         Binding("q", "app.quit", "quit"),
     ]
@@ -93,6 +109,7 @@ class RunScreen(TeamScreen):
         self._shown_agent: str | None = None
         self._answered: set[str] = set()  # asks answered from here
         self._offered = frozenset(OFFERED)  # the actions the footer offers (all, until the run is read)
+        self._alerts = RunAlerts(run_id)  # the bell and a toast when an ask waits or the run ends
 
     def compose(self) -> ComposeResult:
         yield Totals(id="totals")
@@ -117,6 +134,8 @@ class RunScreen(TeamScreen):
                 yield MailView(id="mail")
             with TabPane("worktree", id="tab-worktree"), VerticalScroll():
                 yield WorktreeView(id="worktree")
+            with TabPane("diff", id="tab-diff"):
+                yield DiffView(self.run_dir, self.run_id, id="diff")
 
     def on_mount(self) -> None:
         self.query_one(AgentList).focus()
@@ -159,6 +178,7 @@ class RunScreen(TeamScreen):
         self.state = message.state
         self._show(message.state)
         self._offer()
+        self._alerts.seen(self, message.state)
         self._consumed.set()
 
     def resized(self) -> None:
@@ -191,6 +211,7 @@ class RunScreen(TeamScreen):
             self.call_after_refresh(scroll.scroll_end, animate=False)  # the user had not scrolled up
         self.query_one(MailView).show(detail, now)
         self.query_one(WorktreeView).show(detail, state.merges)
+        self._want_diff(row.kind if row else None)
         self.query_one(TaskTable).show(state.tasks)
         self.query_one(EventLog).show(state)
 
@@ -230,9 +251,17 @@ class RunScreen(TeamScreen):
             )
         if action == "resume" and status != CRASHED:
             return f"run {run} is {status}; only a crashed run can be resumed"
+        if action == "follow_up" and not ended:
+            return (
+                f"run {run} crashed: r resumes it; continue it once it has ended"
+                if status == CRASHED
+                else f"run {run} is {status}: m messages its agents; continue it once it has ended"
+            )
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "next_tab" and not parameters:  # the footer's: where it fits
+            return self.size.width >= NARROW
         return action not in OFFERED or self._why_not(action) is None
 
     def _offer(self) -> None:
@@ -280,6 +309,32 @@ class RunScreen(TeamScreen):
         if self.state is not None:
             self._show(self.state)
 
+    def _want_diff(self, kind: str | None) -> None:
+        """Have the diff tab read the selected agent's diff, when it is in view (``DiffView.want``)."""
+        active = self.query_one("#tabs", TabbedContent).active == "tab-diff"
+        live = self.state is not None and self.state.status not in ENDED
+        self.query_one(DiffView).want(self._selected, kind, active=active, live=live)
+
+    @on(TabbedContent.TabActivated, "#tabs")
+    def _tab_shown(self) -> None:
+        if self.state is not None:
+            row = next((r for r in self.state.agents if r.name == self._selected), None)
+            self._want_diff(row.kind if row else None)
+
+    def action_next_tab(self, by: int = 1) -> None:
+        paging.next_tab(self.query_one("#tabs", TabbedContent), by)
+
+    def action_page(self, by: int) -> None:
+        paging.page(self.query_one("#tabs", TabbedContent), by)
+
+    def action_diff_file(self, by: int) -> None:
+        """``]``/``[``: the diff tab, at the next or previous file of the selected agent's diff."""
+        tabs = self.query_one("#tabs", TabbedContent)
+        if tabs.active != "tab-diff":
+            tabs.active = "tab-diff"
+            return
+        self.query_one(DiffView).jump(by)
+
     def action_message(self) -> None:
         agent = self._selected
         if agent is None:
@@ -305,17 +360,32 @@ class RunScreen(TeamScreen):
         question = Text.assemble("Stop agent ", plain(agent, "bold"), f" of run {self.run_id}?")
         self.app.push_screen(ConfirmDialog(question), stop)
 
-    def action_answer(self, allow: bool) -> None:
+    def action_answer(self, allow: bool, always: bool = False, with_note: bool = False) -> None:
+        """a, d; A: allow always (the run adds the ask's rule to the settings); D: deny with a note."""
         ask = self._ask()
         if ask is None:
             self.action_refused("answer")
             return
+        if with_note:
+
+            def deny(note: str | None) -> None:
+                if note:
+                    self._send_answer(ask, False, note=note)
+
+            call = describe_call(ask.tool, ask.input)
+            self.app.push_screen(NoteDialog(ask.agent, call, blink=self.options.blink), deny)
+            return
+        self._send_answer(ask, allow, always=always)
+
+    def _send_answer(
+        self, ask: PendingAsk, allow: bool, *, always: bool = False, note: str | None = None
+    ) -> None:
         self._answered.add(ask.id)
         self._offer()
 
         def answer() -> str:
             try:
-                return actions.answer(self.run_dir, self.run_id, ask, allow)
+                return actions.answer(self.run_dir, self.run_id, ask, allow, always=always, note=note)
             except actions.ActionFailed:
                 self._answered.discard(ask.id)  # not answered after all: the next press may try again
                 raise
@@ -335,11 +405,22 @@ class RunScreen(TeamScreen):
     def action_resume(self) -> None:
         self.resume(self.run_id, self.state.status if self.state else "unknown")
 
+    def action_follow_up(self) -> None:
+        """``c``: the follow-up prompt asked for, then ``teamrt continue RUN --detach`` started with it."""
+        run_id = self.run_id
+
+        def go_on(text: str | None) -> None:
+            if text:
+                self.notify(f"starting teamrt continue {run_id} --detach ...")
+                self.act(lambda: actions.follow_up(run_id, text))
+
+        self.app.push_screen(FollowUpDialog(run_id, blink=self.options.blink), go_on)
+
     def acted(self) -> None:
         self._wake.set()
 
 
-OFFERED = ("message", "stop", "answer", "resume")
+OFFERED = ("message", "stop", "answer", "resume", "follow_up")
 """The actions offered only when they can apply to the run (``RunScreen._why_not``)."""
 
 

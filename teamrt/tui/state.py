@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from teamrt.runs.identity import role_text
 from teamrt.runs.query import (
     CRASHED,
     LIVE_AGENT,
@@ -173,7 +174,7 @@ class RunFollower:
                 self._unconfined = unconfined_run(event.data)
         kinds = {e.kind.split(".")[0] for e in new}
         self._note_asks(e for e in new if e.kind in (ASK, ANSWERED))
-        # an agent whose ask waits shows it; a crashed run's asks wait for nothing (its resume closes them)
+        # an agent whose ask waits shows it; a crashed run's asks wait for nothing (its resume asks again)
         asking = {e.agent or "" for e in self._asked.values()} if status == "running" else set()
         moved |= asking ^ self._asking
         self._asking = asking
@@ -194,7 +195,7 @@ class RunFollower:
             agents=tuple(self._rows[name] for name in self._depth),
             tasks=self._tasks,
             merges=self._merges,
-            # a crashed run's asks cannot be answered; its resume closes them
+            # a crashed run's asks cannot be answered; its resume asks them again
             asks=tuple(as_pending(e) for e in self._asked.values()) if status == "running" else (),
             events=tuple(self._events),
             detail=self._detail_of,
@@ -247,7 +248,7 @@ class RunFollower:
             name=a.name,
             depth=self._depth.get(a.name, 0),
             kind=a.kind,
-            role=a.role or "-",
+            role=role_text(a),  # a lead running another agent file (run --agent) shows that one
             model=a.model,
             status=CRASHED if crashed else a.status,
             # of a crashed one: when it crashed

@@ -6,7 +6,7 @@ agent data: it is drawn as ``Text``, never read as markup, and goes through ``lo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -19,6 +19,7 @@ from teamrt.runs.query import PendingAsk, simulated
 from teamrt.runs.render import age_text, budget_text, describe_call, duration_text, money
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.store import EventRecord, MergeRecord, TaskRecord
+from teamrt.store.rounds import round_number, round_prompt
 from teamrt.terminal import clean
 from teamrt.tui.activity import WAITING
 from teamrt.tui.detail import AgentDetail, Line
@@ -107,11 +108,13 @@ class Totals(Panel):
             line.append_text(plain(f": {run.status_reason}", "dim"))
         end = run.finished_at or (run.heartbeat_at if state.status == "crashed" else None) or now
         line.append(
-            f"   ran {duration_text(end - run.created_at)}, started {age_text(now - run.created_at)} ago"
+            f" · ran {duration_text(end - run.created_at)}, started {age_text(now - run.created_at)} ago"
         )
         if state.unconfined:  # said before the task, which may be cut
             line.append("   UNCONFINED: commands run without a sandbox", style="bold white on red")
-        line.append_text(plain(f"   {' '.join(run.task.split())}", "italic"))
+        number = round_number(run)  # a follow-up's round says its own prompt
+        said = run.task if number == 1 else f"round {number}: {round_prompt(run)}"
+        line.append_text(plain(f"   {' '.join(said.split())}", "italic"))
         # what may need the user first: a narrow screen cuts the end of the line
         first, line = line, Text("cost ")
         u = run.usage
@@ -140,7 +143,7 @@ class Totals(Panel):
             line.append(", " if i else "")
             line.append_text(plain(f"{n} {status}", STATUS_STYLE.get(status, "")))
         prompt = u.input_tokens + u.cache_creation_tokens + u.cache_read_tokens
-        line.append(f"   tokens {tokens_text(u.total_tokens)}")
+        line.append(f" · tokens {tokens_text(u.total_tokens)}")  # a mark, not spaces alone, after the counts
         if run.budget_tokens:
             line.append(f" of {tokens_text(run.budget_tokens)}")
         line.append(f", {u.cache_read_tokens / prompt if prompt else 0:.0%} from cache")
@@ -258,18 +261,60 @@ class WorktreeView(Panel):
 
 
 class TaskTable(KeyTable):
-    COLUMNS = ("#", "status", "owner", "subject")
+    """The task list, its subject always readable: where the table is too narrow for every column (the
+    side panel of an 80-column terminal), the owner goes first (the agent list says it), then the
+    status; the subject takes the width left, and ends in an ellipsis when it is cut."""
+
+    LAYOUTS: tuple[tuple[str, ...], ...] = (
+        ("#", "status", "owner", "subject"), ("#", "status", "subject"), ("#", "subject")
+    )  # fmt: skip
+    SUBJECT_MIN = 12  # the subject's width below which a narrower layout is taken
+    STATUS = 11  # in_progress
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="none", **kwargs)  # type: ignore[arg-type]
-        self._shown: tuple[TaskRecord, ...] | None = None
+        self._shown: tuple[tuple[TaskRecord, ...], int] | None = None
 
     def show(self, tasks: tuple[TaskRecord, ...]) -> None:
-        if tasks == self._shown:
+        width = self.size.width  # 0 before the first layout: every column, until ``on_resize``
+        if (tasks, width) == self._shown:
             return
-        rows = [(str(t.id), (f"#{t.id}", t.status, t.owner or "-", t.subject)) for t in tasks]
-        self.fill(self.COLUMNS, rows, {"status": 11})
-        self._shown = tasks
+        cells = {t.id: {"#": f"#{t.id}", "status": t.status, "owner": t.owner or "-", "subject": t.subject}
+                 for t in tasks}  # fmt: skip
+        longest = max([len("subject"), *(cell_len(c["subject"]) for c in cells.values())])
+        # a cell is padded by one on each side. The first layout with a status where every subject fits
+        # whole, else the first where a subject keeps SUBJECT_MIN cells, else the narrowest
+        room = {layout: width - sum(self._width(c, cells.values()) + 2 for c in layout[:-1]) - 2
+                for layout in self.LAYOUTS}  # fmt: skip
+        tries = [(layout, longest) for layout in self.LAYOUTS[:-1]]
+        tries += [(layout, self.SUBJECT_MIN) for layout in self.LAYOUTS]
+        fallback = self.LAYOUTS[-1] if width else self.LAYOUTS[0]
+        columns = next((layout for layout, need in tries if room[layout] >= need), fallback)
+        left = room[columns]
+        fixed = {"status": self.STATUS} if "status" in columns else {}
+        if width and left < longest:  # cut with a mark, not mid-word in silence
+            fixed["subject"] = max(1, left)
+            for c in cells.values():
+                c["subject"] = _cut(c["subject"], max(1, left))
+        rows = [(str(i), tuple(c[name] for name in columns)) for i, c in cells.items()]
+        self.fill(columns, rows, fixed)
+        self._shown = (tasks, width)
+
+    def _width(self, column: str, cells: Iterable[Mapping[str, str]]) -> int:
+        return self.STATUS if column == "status" else max([len(column), *(len(c[column]) for c in cells)])
+
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.show(self._shown[0])
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` cells, ending in an ellipsis when it was cut."""
+    if cell_len(text) <= width:
+        return text
+    cut = Text(text)
+    cut.truncate(width, overflow="ellipsis")
+    return cut.plain
 
 
 def _event_line(event: EventRecord, started: float) -> Text:

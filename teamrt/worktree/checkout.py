@@ -126,7 +126,7 @@ async def commit_all(
     """Commit whatever the agent left uncommitted (a merge in progress too), in its sandbox."""
     script = (
         'git add -A && if [ -f "$(git rev-parse --git-path MERGE_HEAD)" ] || ! git diff --cached --quiet;'
-        ' then git commit -q --no-verify -m "$TEAMRT_MESSAGE"; fi'
+        ' then git commit -q --no-verify --cleanup=whitespace -m "$TEAMRT_MESSAGE"; fi'
     )
     await _in_sandbox(repo, checkout, script, sandbox, run_dir, {"TEAMRT_MESSAGE": message})
 

@@ -53,6 +53,7 @@ from teamrt.tools.shell.bash import run_in_group
 from teamrt.worktree.branchcheck import check_range, refusal
 from teamrt.worktree.gates import ReportError, Run, judge, prepare, read_report, runner_of
 from teamrt.worktree.git import TEAMRT_IDENTITY, GitError, GitRepo
+from teamrt.worktree.message import Work, as_work, merge_message
 
 OUTPUT_CHARS = 8_000
 """Of a gate's or git's output, what a verdict keeps (its end, where failures are reported)."""
@@ -127,15 +128,17 @@ class MergeQueue:
         """(commit, gate) -> the gate's run at that commit."""
 
     async def land(
-        self, agent: str, branch: str, head: str, title: str, *, index_env: Mapping[str, str] | None = None
-    ) -> Verdict:
+        self, agent: str, branch: str, head: str, work: Work | str, *,
+        index_env: Mapping[str, str] | None = None,
+    ) -> Verdict:  # fmt: skip
         """Queue ``branch`` at ``head`` and wait for its turn and its verdict (recorded in the store).
-        ``index_env`` points git at the agent's worktree, whose index is checked for hidden entries."""
+        ``work`` (or the agent's summary alone) makes the merge's message; ``index_env`` points git at
+        the agent's worktree, whose index is checked for hidden entries."""
         await self.store.queue_merge(agent, branch, head)
         async with self._lock:
             await self.store.set_merge_status(agent, "merging")
             for tries in itertools.count(1):
-                verdict = await self._attempt(head, f"Merge {agent}: {title}", index_env)
+                verdict = await self._attempt(head, as_work(agent, work), index_env)
                 if verdict.status != "moved":
                     break
                 await self.store.append_event(
@@ -151,10 +154,10 @@ class MergeQueue:
             )
         return verdict
 
-    async def _attempt(self, head: str, message: str, index_env: Mapping[str, str] | None) -> Verdict:
+    async def _attempt(self, head: str, work: Work, index_env: Mapping[str, str] | None) -> Verdict:
         """One try of the merge. A refused fence (``RunTakenOver``) passes: this owner stops."""
         try:
-            return await self._try(head, message, index_env)
+            return await self._try(head, work, index_env)
         except GitError as e:  # teamrt's own git step failed: the agent hears it like a red gate
             return Verdict("red", f"teamrt could not merge: {e}")
         except GatesRefused as e:
@@ -171,7 +174,7 @@ class MergeQueue:
             tip = self.base
         return tip
 
-    async def _try(self, head: str, message: str, index_env: Mapping[str, str] | None) -> Verdict:
+    async def _try(self, head: str, work: Work, index_env: Mapping[str, str] | None) -> Verdict:
         tip = await asyncio.to_thread(self._prepare)
         if await asyncio.to_thread(self.repo.is_ancestor, head, tip):
             return Verdict("merged", "already on the integration branch", tip)
@@ -180,13 +183,14 @@ class MergeQueue:
         )
         if findings:
             return Verdict("red", refusal(findings), refused=tuple(f.line() for f in findings))
-        merged, output = await asyncio.to_thread(self._merge, head, message)
+        said = merge_message(work, None if self.gates else ())  # how the gates passed is said once they have
+        merged, output = await asyncio.to_thread(self._merge, head, said)
         if not merged:
             files = await asyncio.to_thread(self._abort)
             return Verdict("conflict", _tail(output), files=tuple(files))
         new = await asyncio.to_thread(self.repo.run, "rev-parse", "HEAD", cwd=self.path)
         faults.point("merge.merged", new)
-        reports, runs = [], {}
+        reports, runs, passed = [], {}, []
         for gate in self.gates:
             runs[gate] = now = await self._gate(gate)
             reports.append(f"$ {gate}\n{now.output.rstrip()}")
@@ -196,6 +200,9 @@ class MergeQueue:
                 reports[-1] += f"\n{judgement.note}"
             if not judgement.passed:
                 return Verdict("red", _tail(reports[-1]))
+            passed.append(f"`{gate}` {judgement.note}".rstrip())
+        if passed:  # the merge's message says how its gates passed: the commit the branch moves to
+            new = await asyncio.to_thread(self._reword, new, merge_message(work, passed))
         faults.point("merge.before_ref", new)
         moved = await self.store.write(functools.partial(_fenced_move, self.repo, self.branch, new, tip))
         if moved is not None:  # the compare-and-swap lost: git found the branch elsewhere
@@ -259,11 +266,22 @@ class MergeQueue:
 
     def _merge(self, head: str, message: str) -> tuple[bool, str]:
         try:
-            out = self.repo.run("merge", "--no-ff", "--no-edit", "-m", message, head,
+            out = self.repo.run("merge", "--no-ff", "--no-edit", "--cleanup=whitespace", "-m", message, head,
                                 cwd=self.path, env=TEAMRT_IDENTITY)  # fmt: skip
         except GitError as e:
             return False, e.output
         return True, out
+
+    def _reword(self, merged: str, message: str) -> str:
+        """The merge ``merged`` again with ``message``: its very tree and parents (never the index, which a
+        gate could have changed), and the queue's worktree detached at it; the new commit."""
+        parents = self.repo.run("rev-list", "--parents", "-n", "1", merged).split()[1:]
+        new = self.repo.run(
+            "commit-tree", f"{merged}^{{tree}}", *(arg for p in parents for arg in ("-p", p)), "-m", message,
+            cwd=self.path, env=TEAMRT_IDENTITY,
+        )  # fmt: skip
+        self.repo.run("update-ref", "--no-deref", "HEAD", new, merged, cwd=self.path)
+        return new
 
     def _abort(self) -> list[str]:
         files = self.repo.run("diff", "--name-only", "--diff-filter=U", cwd=self.path).splitlines()

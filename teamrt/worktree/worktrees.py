@@ -22,6 +22,7 @@ from teamrt.store import Store
 from teamrt.worktree import checkout as co
 from teamrt.worktree.checkout import Checkout
 from teamrt.worktree.git import GitRepo
+from teamrt.worktree.message import Work, as_work, commit_message
 from teamrt.worktree.overlap import Overlaps
 from teamrt.worktree.queue import MergeQueue
 
@@ -147,8 +148,9 @@ class Worktrees:
         paths = await co.changed_paths(self.repo, self.checkouts[agent], self.sandbox, self.run_dir)
         return self.overlaps.update(agent, paths)
 
-    async def land(self, agent: str, title: str, attempt: int) -> Landing:
-        """Commit what ``agent`` left, set its branch, and put it through the merge queue."""
+    async def land(self, agent: str, work: Work | str, attempt: int) -> Landing:
+        """Commit what ``agent`` left, set its branch, and put it through the merge queue; ``work`` (or the
+        agent's summary alone) makes the commit's and the merge's messages."""
         checkout = self.checkouts[agent]
         left = co.marked(checkout, self._conflicted.get(agent, []))
         if left:
@@ -157,11 +159,11 @@ class Worktrees:
                 f"Conflict markers are still in {', '.join(left)}. Resolve them, then finish again"
                 f" (attempt {attempt} of {MAX_ATTEMPTS}).",
             )
-        head = await self._commit(checkout, title)
+        head = await self._commit(checkout, work)
         if head == checkout.base:
             return Landing("empty", "no changes to merge")
         index = {"GIT_DIR": str(checkout.admin), "GIT_COMMON_DIR": str(self.repo.git_dir)}
-        verdict = await self.queue.land(agent, checkout.branch, head, title, index_env=index)
+        verdict = await self.queue.land(agent, checkout.branch, head, work, index_env=index)
         if verdict.status == "merged":
             assert verdict.commit is not None
             return Landing("merged", f"merged onto {self.integration} at {verdict.commit[:12]}")
@@ -198,11 +200,11 @@ class Worktrees:
             f"\n\n{verdict.output}\n{merged_in}".rstrip(),
         )
 
-    async def keep(self, agent: str, title: str) -> str:
+    async def keep(self, agent: str, work: Work | str) -> str:
         """Commit and branch what an agent that will not be merged leaves; where it is kept."""
         checkout = self.checkouts[agent]
         self.overlaps.forget(agent)
-        await self._commit(checkout, title)
+        await self._commit(checkout, work)
         return f"its work is kept on branch {checkout.branch} (worktree {checkout.path})"
 
     async def remove(self, agent: str) -> None:
@@ -215,8 +217,9 @@ class Worktrees:
     async def close(self) -> None:
         await self.queue.close()
 
-    async def _commit(self, checkout: Checkout, title: str) -> str:
-        await co.commit_all(self.repo, checkout, f"{checkout.agent}: {title}", self.sandbox, self.run_dir)
+    async def _commit(self, checkout: Checkout, work: Work | str) -> str:
+        message = commit_message(as_work(checkout.agent, work))
+        await co.commit_all(self.repo, checkout, message, self.sandbox, self.run_dir)
         async with self._git:
             return await asyncio.to_thread(co.ship, self.repo, checkout)
 

@@ -17,7 +17,8 @@ import yaml
 from teamrt.agents import AgentScan, choose_model, role_name, scan_definitions
 from teamrt.agents.frontmatter import split
 from teamrt.mailbox import is_name
-from teamrt.runtime.teamrun import DEFAULT_TEAM, with_agent_roles
+from teamrt.runtime.fromproject import with_agent_roles
+from teamrt.runtime.teamrun import DEFAULT_TEAM
 from teamrt.team import load_team
 
 CORPUS = Path(__file__).parents[1] / "data" / "agent_corpus"

@@ -29,15 +29,9 @@ from teamrt.agents import definitions as definitions_module
 from teamrt.agents.definitions import PROJECT, TEAM_TOOLS, TEAMRT, USER
 from teamrt.mailbox import is_name
 from teamrt.models import Reply, open_model
+from teamrt.runtime.fromproject import tell_agents, with_agent_roles
 from teamrt.runtime.supervisor import Supervisor
-from teamrt.runtime.teamrun import (
-    DEFAULT_TEAM,
-    Choices,
-    single_team,
-    team_from_file,
-    tell_agents,
-    with_agent_roles,
-)
+from teamrt.runtime.teamrun import DEFAULT_TEAM, Choices, single_team, team_from_file
 from teamrt.sim import SimRequest, SimServer
 from teamrt.store import create_store, open_store
 from teamrt.team import TeamFileError, load_team, team_to_json

@@ -347,7 +347,7 @@ def test_settings_rules_env_and_mode_in_a_run(project: Path, user: Path, sim: Si
     trust.trust(project, None, allow=trust.allow_digest(read_settings_files(project)))
     sim.policies["lead"] = commander
     outcome = run(project, sim)
-    assert outcome.status == "done", outcome
+    assert outcome.status == "blocked", outcome  # its one call that would act, rm, was refused
     echoed, removed, listed = results(sim)
     assert echoed.strip().endswith("hello from settings|unset|unset")
     assert removed == 'permission denied: denied by rule "Bash(rm:*)" in .claude/settings.json'
@@ -368,7 +368,7 @@ def test_the_team_files_mode_comes_first_but_its_allow_never_lifts_a_settings_de
         + '[lead]\npermission_mode = "bypassPermissions"\n[permissions]\nallow = ["Bash(rm -rf build)"]\n'
     )
     outcome = run(project, sim, team)
-    assert outcome.status == "done", outcome
+    assert outcome.status == "blocked", outcome  # its one call that would act, rm, was refused
     _, removed, listed = results(sim)
     assert removed == 'permission denied: denied by rule "Bash(rm:*)" in .claude/settings.json'
     assert (project / "build").exists(), "a deny of any source beats an allow of any other (Claude Code's)"

@@ -150,7 +150,7 @@ def test_init_writes_the_default_team_at_the_top_and_run_uses_it(repo: Path) -> 
     result = teamrt("run", "--prompt", "hi", "--model", "sim", cwd=repo / "src", env=env)
     assert result.returncode == 0, result.stderr
     assert "team mine (lead, coder, reviewer) on sim" in result.stderr
-    assert "sim plays the example teams' roles" in result.stderr, "sim says it only echoes this team"
+    assert "sim plays this team's lead, coder, reviewer generically" in result.stderr, "a rehearsal, it says"
     assert git(repo, "status", "--porcelain") == "?? .teamrt/\n", "the team file can be committed"
     for kept_out in (".teamrt/runs/x/run.db", ".teamrt/demo"):
         assert git(repo, "check-ignore", "-q", kept_out) == ""

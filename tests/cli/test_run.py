@@ -21,17 +21,39 @@ def teamrt(*args: str, project: Path, **env: str) -> subprocess.CompletedProcess
     )
 
 
-def test_run_one_agent_offline(tmp_path: Path) -> None:
+def lead_answer(run_dir: Path) -> str:
+    """The text of the lead's last turn: the run's answer, as the store keeps it."""
+    reader = open_reader(run_dir, run_dir.name)
+    try:
+        [*_, last] = reader.turns("lead")
+    finally:
+        reader.close()
+    return "".join(block["text"] for block in last.content if block.get("type") == "text")
+
+
+def test_run_the_default_team_offline(tmp_path: Path) -> None:
+    """On ``sim`` the built-in team is played generically: the lead starts its coder and reviewer, each
+    reports what its tools returned, and the lead answers with their reports."""
     result = teamrt("run", "--prompt", "Say hello.", "--model", "sim", project=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "[sim] lead received: Say hello.\n", "stdout carries the answer alone"
-    assert ": done; 1 agent(s), 1 lead turn(s);" in result.stderr and "read from cache" in result.stderr
-    assert "(sim)" in result.stderr, "a simulated cost says so"
     [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
+    answer = lead_answer(run_dir)
+    assert result.stdout == answer + "\n", "stdout carries the answer alone"
+    assert answer.startswith("2 of 2 roles reported.") and "## coder (coder)" in answer, answer
+    assert "## reviewer (reviewer)" in answer
+    assert ": done; 3 agent(s), " in result.stderr and "read from cache" in result.stderr
+    assert "(sim)" in result.stderr, "a simulated cost says so"
     reader = open_reader(run_dir, run_dir.name)
-    assert reader.run().status == "done"
-    assert [t.role for t in reader.turns("lead")] == ["user", "assistant"]
-    assert reader.run().usage.cost_usd > 0, "sim is priced like a Claude model"
+    try:
+        assert reader.run().status == "done"
+        [first, *_, last] = reader.turns("lead")
+        assert (first.role, last.role) == ("user", "assistant")
+        assert "Say hello." in "".join(b.get("text", "") for b in first.content), (
+            "the lead was given the task"
+        )
+        assert reader.run().usage.cost_usd > 0, "sim is priced like a Claude model"
+    finally:
+        reader.close()
 
 
 def test_unknown_agent_is_one_line(tmp_path: Path) -> None:
@@ -75,7 +97,14 @@ def test_run_a_team_file_offline(tmp_path: Path) -> None:
     )
     result = teamrt("run", "team.toml", project=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "[sim] lead received: Plan the work." in result.stdout and ": done; 1 agent(s)" in result.stderr
+    assert result.stdout.startswith("1 of 1 roles reported.") and "## reviewer (reviewer)" in result.stdout
+    assert ": done; 2 agent(s)" in result.stderr, "the lead and the file's one role"
+    [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
+    reader = open_reader(run_dir, run_dir.name)
+    try:
+        assert reader.run().task == "Plan the work.", "the prompt comes from the team file"
+    finally:
+        reader.close()
 
 
 def test_a_broken_team_file_is_one_line(tmp_path: Path) -> None:

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from teamrt.cli import main
 from teamrt.home import existing_run_dir
 from teamrt.mailbox import Mailbox, Message
 from teamrt.runs.render import age_text, duration_text
 from teamrt.store import Store, Usage, create_store
+from tests.helpers.cli import cli
 
 CRASHER = """
 import asyncio, sys, time
@@ -37,21 +37,6 @@ asyncio.run(build())
 print("ready", flush=True)
 time.sleep(120)
 """
-
-
-@pytest.fixture
-def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``<home>/runs`` of a fresh ``TEAMRT_HOME`` (created, empty)."""
-    monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
-    path = tmp_path / "home" / "runs"
-    path.mkdir(parents=True)
-    return path
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 SIM_TEAM = {"team": {"model": "sim", "lead": {}, "roles": {"reviewer": {"model": "sim:claude-opus-5"}}}}
@@ -180,7 +165,7 @@ def test_ls_lists_every_run_newest_first_and_the_unreadable_with_their_problem(
 
 LS_KEYS = {
     "id", "status", "started", "task", "agents", "running", "cost_usd", "simulated", "tokens", "budget_usd",
-    "owner_pid", "store_behind", "problem",
+    "owner_pid", "store_behind", "problem", "alone",
 }  # fmt: skip
 
 
@@ -214,6 +199,7 @@ def test_ls_shows_the_owner_pid_budget_and_simulated_costs_and_says_it_all_as_js
         "id": "r-live", "status": "running", "started": by_id["r-live"]["started"],
         "task": "live\nsecond line", "agents": 1, "running": 1, "cost_usd": 0.0125, "simulated": False,
         "tokens": 450, "budget_usd": 0.5, "owner_pid": os.getpid(), "store_behind": 0, "problem": None,
+        "alone": None,
     }  # fmt: skip
     started = datetime.fromisoformat(by_id["r-live"]["started"])
     assert by_id["r-live"]["started"].endswith("Z") and started.utcoffset() == timedelta(0)
@@ -477,11 +463,14 @@ def test_send_lands_a_parseable_message_in_new(runs: Path, capsys: pytest.Captur
         mailbox.register("lead")
     text = "Please also check the tests. " * 10
     code, out, err = cli(capsys, "send", "r1", "lead", text)
-    assert code == 0
-    assert err == "teamrt: note: run 'r1' is crashed; the message waits in the mailbox\n"
+    assert code == 0 and err == ""
     [path] = (runs / "r1" / "mailbox" / "lead" / "new").iterdir()
     msg = Message.decode(path.read_bytes())
-    assert out == f"{msg.id}\n" and path.name.startswith(msg.id)
+    assert out == (
+        f"sent {msg.id} to lead; delivered (in lead's inbox)\n"
+        "run r1 crashed: lead reads it once the run is resumed (teamrt resume r1)\n"
+    )
+    assert path.name.startswith(msg.id)
     assert (msg.sender, msg.recipient, msg.kind, msg.run, msg.body) == ("user", "lead", "message", "r1", text)
     assert len(msg.summary) == 80 and msg.summary.startswith("Please also check the tests.")
 

@@ -183,3 +183,38 @@ def freeze(run_dir: Path, *, owner_gone: bool = False) -> None:
             sets = ", ".join(f"{c} = ? + rowid" for c in columns)
             db.execute(f"UPDATE {table} SET {sets}", (T0,) * len(columns))
     db.close()
+
+
+def mail_text(message_id: str, sender: str, summary: str, body: str) -> list[object]:
+    """A user turn's text block carrying mail, as the agent loop writes it for the model
+    (``runtime.loop``, ``_mail_block``): the markup a person must not be shown."""
+    head = f'<mail id="{message_id}" from="{sender}" kind="message" summary="{summary}">'
+    return text(f"{head}\n{body}\n</mail>")
+
+
+async def mail_run(runs_dir: Path, run_id: str = "run-mail") -> None:
+    """A finished run whose lead read mail from its reviewer and from the person (``teamrt send``)."""
+    run_dir = runs_dir / run_id
+    run_dir.mkdir(parents=True)
+    settings = {"team": {"model": "sim", "lead": {}, "roles": {}}}
+    store = create_store(run_dir, run_id, task="Tidy the README", workdir="/work/kit", settings=settings)
+    await store.add_agent("lead", kind="lead", model="sim", role="lead")
+    await store.add_agent("reviewer", kind="team", model="sim", parent="lead", role="reviewer")
+    for name in ("lead", "reviewer"):
+        await store.begin_epoch(name)
+    await store.append_turn("lead", epoch=1, role="user", content=text("Tidy the README"))
+    await store.append_turn("lead", epoch=1, role="assistant", content=text("Asking the reviewer."),
+                            usage=usage(2000, 0, 0.0100))  # fmt: skip
+    reviewed = "The install section repeats itself.\nThe example in Usage no longer runs."
+    await store.append_turn(
+        "lead", epoch=1, role="user",
+        content=[*mail_text("m-1", "reviewer", "two problems in the README", reviewed),
+                 *mail_text("m-2", "user", "keep the badges", "Keep the badges at the top, please.")],
+    )  # fmt: skip
+    await store.append_turn("lead", epoch=1, role="assistant", content=text("Fixed both; badges kept."),
+                            usage=usage(2500, 2000, 0.0050))  # fmt: skip
+    for name in ("reviewer", "lead"):
+        await store.set_agent_status(name, "done")
+    await store.set_run_status("done", "answered")
+    store.close()
+    freeze(run_dir, owner_gone=True)

@@ -15,7 +15,8 @@ from teamrt.models import CATALOG, SOURCE_DATE, ModelInfo, ModelRequest, Price, 
 from teamrt.models.catalog import CATALOG_FILE, LIMIT_FIELDS, PRICE_FIELDS
 from teamrt.models.params import request_params
 from teamrt.sim import SimServer
-from tests.cli.test_runs import cli, finished_run, runs  # noqa: F401  (runs: the fixture)
+from tests.cli.test_runs import finished_run
+from tests.helpers.cli import cli
 from tests.helpers.teams import complete
 from tests.runtime.test_loop import Rig, rig  # noqa: F401  (rig: the fixture)
 
@@ -70,7 +71,7 @@ def test_the_loop_never_asks_for_more_than_the_models_output_limit(
 
 
 def test_show_recomputes_a_finished_runs_cost_at_other_prices(
-    runs: Path,  # noqa: F811
+    runs: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -98,7 +99,7 @@ def test_show_recomputes_a_finished_runs_cost_at_other_prices(
     ],
 )
 def test_a_bad_prices_file_is_one_clear_line(
-    runs: Path,  # noqa: F811
+    runs: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     text: str,

@@ -38,6 +38,7 @@ from teamrt.team import (
     team_from_json,
     team_to_json,
 )
+from tests.helpers.cli import cli
 from tests.helpers.teams import FAST
 
 RUN = "r1"
@@ -156,8 +157,10 @@ def test_an_ask_allowed_by_a_person_runs_the_tool(home: Path, project: Path) -> 
     assert ask.id.startswith("ask-") and len(ask.id) == 12 and "needs approval" in ask.reason
     assert [e.kind for e in events] == ["ask", "ask.answered"]
     assert events[0].agent == events[1].agent == "lead"
+    call = model.requests[1].messages[-1]["content"][0]["tool_use_id"]
     assert events[0].data == {
         "id": ask.id, "tool": "Write", "input": ask.input, "reason": ask.reason, "wait_s": 60.0,
+        "call": call, "rule": "Edit(/note.txt)",
     }  # fmt: skip
     assert answered(events) == [{"id": ask.id, "allowed": True, "by": "user", "reason": "allowed by user"}]
 
@@ -168,7 +171,7 @@ def test_a_denial_tells_the_model_who_denied_it_and_why(home: Path, project: Pat
         await asyncio.to_thread(steer.answer, run_dir, RUN, ask.id, False, "not on a Friday")
 
     outcome, model, events = run(home, project, [WRITE, Reply().say("ok")], ask_wait=60, during=deny)
-    assert outcome.status == "done"
+    assert outcome.status == "blocked", "its one call that would act was denied"
     assert not (project / "note.txt").exists()
     result = tool_result(model)
     assert result["is_error"] is True
@@ -181,7 +184,7 @@ def test_a_denial_tells_the_model_who_denied_it_and_why(home: Path, project: Pat
 @pytest.mark.parametrize("policy", ["deny", "allow"])
 def test_without_an_answer_in_time_the_policy_answers(home: Path, project: Path, policy: str) -> None:
     outcome, model, events = run(home, project, [WRITE, Reply().say("ok")], ask_wait=0.3, on_ask=policy)
-    assert outcome.status == "done"
+    assert outcome.status == ("done" if policy == "allow" else "blocked")
     assert events[1].at - events[0].at >= 0.3, "the policy answered once the wait was out, not before"
     [verdict] = answered(events)
     assert (verdict["allowed"], verdict["by"]) == (policy == "allow", "policy")
@@ -192,7 +195,7 @@ def test_without_an_answer_in_time_the_policy_answers(home: Path, project: Path,
 
 def test_ask_wait_zero_answers_at_once_and_still_records_the_ask(home: Path, project: Path) -> None:
     outcome, model, events = run(home, project, [WRITE, Reply().say("ok")], ask_wait=0)
-    assert outcome.status == "done"  # (run() gives the run 30 s: an ask waiting for ever fails it)
+    assert outcome.status == "blocked"  # (run() gives the run 30 s: an ask waiting for ever fails it)
     assert [e.kind for e in events] == ["ask", "ask.answered"]
     assert events[0].data["wait_s"] == 0 and events[1].data["id"] == events[0].data["id"]
     assert (events[1].data["allowed"], events[1].data["by"]) == (False, "policy")
@@ -302,12 +305,6 @@ def test_teamrt_answer_and_show(home: Path, project: Path, capsys: pytest.Captur
     assert f"run control user: allow {ask_id}: fine by me" in said_by
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_teamrt_answer_mistakes_are_one_line(
     home: Path, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -320,9 +317,9 @@ def test_teamrt_answer_mistakes_are_one_line(
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert "argument verdict: invalid choice: 'maybe' (choose from 'allow', 'deny')" in err
     outcome, _, _ = run(home, project, [WRITE, Reply().say("ok")], ask_wait=0)  # a finished run
-    assert outcome.status == "done"
+    assert outcome.status == "blocked"
     code, out, err = cli(capsys, "answer", RUN, "ask-12345678", "deny")
-    assert (code, out, err) == (1, "", "teamrt: run 'r1' is done; no ask waits for an answer\n")
+    assert (code, out, err) == (1, "", "teamrt: run 'r1' is blocked; no ask waits for an answer\n")
     assert "Traceback" not in err
 
 
@@ -404,16 +401,18 @@ def crash_while_asking(run_dir: Path, project: Path) -> str:
             owner.wait()
 
 
-def test_resume_closes_an_ask_the_crash_left_and_asks_again(
+def test_resume_asks_again_under_the_id_the_crash_left(
     home: Path, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The call a crash left waiting asks again as the resumed lead goes on, under the same ask id (an
+    ``ask.again`` event); its one ``ask.answered`` comes from the resumed run's policy."""
     run_dir = home / "runs" / RUN
     stale = crash_while_asking(run_dir, project)
     with pytest.raises(runs.RunsError) as caught:
         steer.answer(run_dir, RUN, stale, True)
     assert str(caught.value) == "run 'r1' crashed; resume it with teamrt resume r1"
     code, out, _ = cli(capsys, "show", RUN)
-    assert code == 0 and "asks unanswered when the run crashed (teamrt resume r1 closes them)" in out
+    assert code == 0 and "asks unanswered when the run crashed (teamrt resume r1 asks them again)" in out
 
     model = ScriptedModel([Reply().say("done")])
     store = open_store(run_dir, RUN)
@@ -428,19 +427,15 @@ def test_resume_closes_an_ask_the_crash_left_and_asks_again(
             return await asyncio.wait_for(supervisor.resume(), 30)
 
         outcome = asyncio.run(resume())
-        events = ask_events(store.reader)
+        events = store.reader.events(kinds=("ask", "ask.again", "ask.answered"))
     finally:
         store.close()
     assert outcome.status == "done"
     assert (project / "note.txt").read_text() == "hello\n", "the call was asked again, and allowed"
     kinds = [(e.kind, e.data["id"], e.data.get("by")) for e in events]
-    again = events[2].data["id"]
-    assert kinds == [
-        ("ask", stale, None), ("ask.answered", stale, "resume"), ("ask", again, None),
-        ("ask.answered", again, "policy"),
-    ]  # fmt: skip
-    assert again != stale and events[1].data["allowed"] is False
-    assert "the run crashed before the ask was answered" in events[1].data["reason"]
+    assert kinds == [("ask", stale, None), ("ask.again", stale, None), ("ask.answered", stale, "policy")]
+    assert events[1].data == {"id": stale, "wait_s": 0.0}
+    assert events[2].data["allowed"] is True
     with runs.reading(run_dir, RUN) as reader:
         assert runs.pending_asks(reader) == []
 
@@ -458,8 +453,9 @@ def test_stop_reaches_an_agent_whose_call_is_asked_again_after_a_resume(home: Pa
                 definitions=load_definitions(project), settings=FAST, models={"sim": ScriptedModel([])},
             )  # fmt: skip
             work = asyncio.create_task(supervisor.resume())
-            while [a.id for a in await waiting(run_dir)] in ([], [stale]):  # until the call is asked again
+            while not store.reader.events(kinds=("ask.again",)):  # until the call is asked again
                 await asyncio.sleep(0.02)
+            assert [a.id for a in await waiting(run_dir)] == [stale], "asked again under its old id"
             steer.stop(run_dir, RUN, None)
             return await asyncio.wait_for(work, 30)  # the ask alone would wait 600 s
 

@@ -29,7 +29,8 @@ from teamrt.models.scripted import Step
 from teamrt.models.types import OnRestart, OnText
 from teamrt.procs import is_running, process_start_time
 from teamrt.runtime import teamrun
-from teamrt.runtime.restore import INTERRUPTED, UNANSWERED
+from teamrt.runtime.asking import NOT_ASKED_AGAIN
+from teamrt.runtime.restore import INTERRUPTED
 from teamrt.runtime.spawning import FORK_PLACEHOLDER
 from teamrt.runtime.teamrun import RunSummary, resume_run
 from teamrt.store import FinishedCall, Store, ToolUse, create_store, open_reader, owner_alive
@@ -449,17 +450,18 @@ def test_a_spawn_cut_short_gets_the_answers_of_the_children_it_made_and_of_those
 # -- asks --------------------------------------------------------------------------------------------------
 
 
-def test_an_ask_the_crash_left_unanswered_is_closed_and_its_call_asked_again(
+def test_an_ask_the_crash_left_unanswered_is_asked_again_under_its_id(
     tmp_path: Path, runs_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lead's Write (still pending: a call is asked about before it runs) was waiting for a person when
-    the run crashed. The resume closes that ask, denied by ``resume``, and asks again; the run's policy
-    allows it this time and the Write runs."""
+    the run crashed. The resume keeps that ask open and the call asks again under its id (``ask.again``);
+    the run's policy allows it this time and the Write runs. One ask, one answer."""
     project = tmp_path / "project"
     project.mkdir()
     scene = begin(tmp_path, project, ASKING_TEAM)
     write = use("toolu_write", "Write", file_path="note.txt", content="hello\n")
-    stale = {"id": "ask-0000dead", "tool": "Write", "input": write["input"], "reason": "asks", "wait_s": 600}
+    stale = {"id": "ask-0000dead", "tool": "Write", "input": write["input"], "reason": "asks", "wait_s": 600,
+             "call": "toolu_write"}  # fmt: skip
 
     async def build() -> None:
         await last_turn(scene, "lead", [write])
@@ -472,18 +474,46 @@ def test_an_ask_the_crash_left_unanswered_is_closed_and_its_call_asked_again(
 
     reader = open_reader(scene.run_dir, RUN)
     try:
-        asks = [(e.kind, e.data) for e in reader.events(kinds=("ask", "ask.answered"))]
+        asks = [(e.kind, e.data) for e in reader.events(kinds=("ask", "ask.again", "ask.answered"))]
     finally:
         reader.close()
-    ids = [(kind, data["id"]) for kind, data in asks]
-    assert ids[:2] == [("ask", stale["id"]), ("ask.answered", stale["id"])]
-    closed = asks[1][1]
-    assert (closed["by"], closed["allowed"], closed["reason"]) == ("resume", False, UNANSWERED)
-    again = [data for _, data in asks[2:]]
-    assert len(again) == 2 and again[0]["id"] == again[1]["id"] != stale["id"], "asked again, once"
-    assert (again[1]["by"], again[1]["allowed"]) == ("policy", True)
+    assert [(kind, data["id"]) for kind, data in asks] == [
+        ("ask", stale["id"]), ("ask.again", stale["id"]), ("ask.answered", stale["id"]),
+    ]  # fmt: skip
+    assert (asks[2][1]["by"], asks[2][1]["allowed"]) == ("policy", True)
     assert (project / "note.txt").read_text() == "hello\n", "the call ran once allowed"
     assert results(model.requests[0])["toolu_write"][1] is False
+
+
+def test_an_ask_whose_call_is_not_asked_again_is_closed_by_resume(
+    tmp_path: Path, runs_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open ask of a call the resumed lead does not make again (its last turn has no such call) is
+    closed ``by resume`` once the lead has settled its calls: no ask looks pending for ever."""
+    project = tmp_path / "project"
+    project.mkdir()
+    scene = begin(tmp_path, project, ASKING_TEAM)
+    stale = {"id": "ask-0000beef", "tool": "Write", "input": {"file_path": "x"}, "reason": "asks",
+             "wait_s": 600, "call": "toolu_gone"}  # fmt: skip
+
+    async def build() -> None:
+        await last_turn(scene, "lead", [use("toolu_write", "Write", file_path="note.txt", content="hi\n")])
+        await scene.store.append_event("ask", stale, agent="lead")
+
+    scene.call(build())
+    crash(scene)
+    model = scripted({"lead": [Reply().say("noted")]})
+    assert resume(monkeypatch, model).outcome.status == "done"
+    reader = open_reader(scene.run_dir, RUN)
+    try:
+        asks = [(e.kind, e.data) for e in reader.events(kinds=("ask", "ask.again", "ask.answered"))]
+    finally:
+        reader.close()
+    closed = [data for kind, data in asks if kind == "ask.answered" and data["id"] == stale["id"]]
+    assert [(c["by"], c["allowed"], c["reason"]) for c in closed] == [("resume", False, NOT_ASKED_AGAIN)]
+    assert not any(kind == "ask.again" and data["id"] == stale["id"] for kind, data in asks)
+    answered = [data["id"] for kind, data in asks if kind == "ask.answered"]
+    assert sorted(answered) == sorted(data["id"] for kind, data in asks if kind == "ask"), "one answer each"
 
 
 # -- git: merges and worktrees ------------------------------------------------------------------------------

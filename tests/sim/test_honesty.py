@@ -1,5 +1,5 @@
-"""The simulator does not pretend: a team it cannot play says so at the start, the example teams'
-policies claim only what their tools returned, and a spawn that fails is seen, not buried.
+"""The simulator does not pretend: a team it plays only generically says so at the start, the example
+teams' policies claim only what their tools returned, and a spawn that fails is seen, not buried.
 
 The policies are driven here through conversations whose tool results a test chooses (a red
 merge, a tip that was not checked, a spawn refused), then as a whole team on ``sim``.
@@ -24,11 +24,12 @@ from teamrt.runtime.landing import gates_said
 from teamrt.runtime.simnotice import SIM_UNPLAYED, sim_notice
 from teamrt.runtime.spawning import SPAWN_FAILED
 from teamrt.runtime.teamrun import Choices, run_team_file
-from teamrt.sim import SimRequest
-from teamrt.sim.plays import POLICIES, coding, research, unplayed_notice
+from teamrt.sim import SimRequest, echo
+from teamrt.sim.plays import POLICIES, coding, coding_review, research, unplayed_notice
 from teamrt.sim.plays.conversation import FORK_MARK
 from teamrt.store import open_reader
 from teamrt.team import load_team
+from teamrt.tools.commands_brief import render as commands_brief
 
 Tool = Callable[[str, dict[str, Any]], tuple[str, bool]]
 """A test's world: a tool call's name and input to its result text and whether it is an error."""
@@ -43,6 +44,8 @@ SUITE_RED = (
     "----------------------------------------------------------------------\n"
     "Ran 2 tests in 0.001s\n\nFAILED (failures=1)\n[exit code 1]"
 )
+CODING_GATES = commands_brief((), ("python3 -m unittest -q",))
+"""What the runtime tells the coding team's lead of its gates (it runs unittest by them)."""
 BRANCH = "teamrt/r1"
 TIP = "a" * 40
 DIFF_REVIEW = (
@@ -65,13 +68,15 @@ def drive(
     start: list[dict[str, Any]] | None = None,
     mail: Callable[[str, dict[str, Any]], list[dict[str, Any]]] | None = None,
     turns: int = 12,
+    system: str = "",
 ) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     """Run ``policy`` against ``world`` until it ends its turn: (its last text, every call it made).
-    ``mail``: blocks to add to the user turn that carries the result of a call (its name and input)."""
+    ``mail``: blocks to add to the user turn that carries the result of a call (its name and input);
+    ``system``: the agent's system prompt."""
     messages = start or [{"role": "user", "content": [{"type": "text", "text": "Do the work."}]}]
     made: list[tuple[str, dict[str, Any]]] = []
     for turn in range(turns):
-        reply = policy(SimRequest({"model": "sim", "messages": messages}, role, role, team))
+        reply = policy(SimRequest({"model": "sim", "system": system, "messages": messages}, role, role, team))
         content = [
             {**b, "id": f"toolu_{turn}_{i}"} if b["type"] == "tool_use" else b
             for i, b in enumerate(reply.content)
@@ -95,8 +100,23 @@ def drive(
 # -- the roles no policy plays -------------------------------------------------------------
 
 
-def test_a_team_of_other_roles_is_told_which_roles_only_echo() -> None:
+def test_a_team_of_other_roles_is_told_it_is_played_generically() -> None:
     said = unplayed_notice("mine", ["lead", "fork", "coder", "reviewer"])
+    assert said == (
+        "teamrt: note: sim plays this team's lead, coder, reviewer generically: each looks at the files,"
+        " runs the commands the team allows and its gates, and reports only what its tools returned (a lead"
+        " with coders, on failing tests, works as the coding example does); a rehearsal of the team, not its"
+        " work: name a Claude model (--model) for real work"
+    ), "the generic lead never forks"
+    one = unplayed_notice("coding", ["lead", "coder", "tester"])
+    assert one is not None and "this team's tester generically" in one, (
+        "the coding roles are the coding play's"
+    )
+    assert unplayed_notice("mine", ["lead"], default=lambda request: Reply().say("x")) is None, "all played"
+
+
+def test_a_server_without_the_generic_play_says_which_roles_only_echo() -> None:
+    said = unplayed_notice("mine", ["lead", "fork", "coder", "reviewer"], default=echo)
     assert said == (
         "teamrt: note: sim plays the example teams' roles (research: lead, fork, reviewer; coding: lead,"
         " coder, reviewer); this team's lead, fork, coder, reviewer only echo their prompt: name a Claude"
@@ -104,7 +124,7 @@ def test_a_team_of_other_roles_is_told_which_roles_only_echo() -> None:
     )
     assert unplayed_notice("coding", ["lead", "fork", "coder", "reviewer"]) is None, "its lead never forks"
     assert unplayed_notice("research", ["lead", "fork", "reviewer"]) is None
-    one = unplayed_notice("coding", ["lead", "coder", "tester"])
+    one = unplayed_notice("coding", ["lead", "coder", "tester"], default=echo)
     assert one is not None and "this team's tester only echoes its prompt" in one
 
 
@@ -113,7 +133,7 @@ def test_the_notice_follows_the_team_file_and_the_server(tmp_path: Path) -> None
     mine.write_text('[team]\nname = "mine"\nmodel = "sim"\n[roles.coder]\n[roles.reviewer]\n')
     team = load_team(mine, project=tmp_path)
     said = sim_notice(team, load_definitions(tmp_path))
-    assert said is not None and "this team's lead, fork, coder, reviewer only echo" in said
+    assert said is not None and "this team's lead, coder, reviewer generically" in said
     coding_team = load_team(team_file("coding"), project=tmp_path)
     assert sim_notice(coding_team, load_definitions(tmp_path)) is None
     mine.write_text('[team]\nname = "mine"\nmodel = "claude-sonnet-5-5"\n[roles.coder]\n')
@@ -134,7 +154,7 @@ def test_the_notice_of_a_run_on_claude_never_imports_the_simulator(tmp_path: Pat
     assert done.returncode == 0, done.stderr
 
 
-def test_a_run_of_an_unplayed_team_on_sim_records_the_notice(
+def test_a_run_of_a_team_of_ones_own_on_sim_records_the_notice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
@@ -144,13 +164,14 @@ def test_a_run_of_an_unplayed_team_on_sim_records_the_notice(
     summary = asyncio.run(
         run_team_file(project / "team.toml", prompt=None, project=project, choices=Choices(model="sim"))
     )
-    assert summary.outcome.answer.startswith("[sim] lead received: Fix it."), "the lead only echoes"
+    assert summary.outcome.answer.startswith("1 of 1 roles reported."), "the generic lead heard its coder"
     reader = open_reader(tmp_path / "home" / "runs" / summary.run_id, summary.run_id)
     try:
         [event] = reader.events(kinds=(SIM_UNPLAYED,))
     finally:
         reader.close()
-    assert "this team's lead, fork, coder only echo their prompt" in event.data["note"]
+    assert "this team's lead, coder generically" in event.data["note"]
+    assert "a rehearsal of the team, not its work" in event.data["note"]
 
 
 # -- the coding lead claims what its tools returned ---------------------------------------------
@@ -184,7 +205,7 @@ def coding_lead(world: Tool) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
         said = "APPROVED for coder: kit/dates.py changed in is_leap_year; no test was edited."
         return [mail_block("reviewer", said)] if args.get("kind") == "worktree" else []
 
-    return drive(coding.lead, world, role="lead", team="coding", mail=reviews)
+    return drive(coding.lead, world, role="lead", team="coding", mail=reviews, system=CODING_GATES)
 
 
 def coder_ended(status: str, reason: str) -> str:
@@ -245,7 +266,9 @@ def test_a_merge_landed_again_after_a_crash_does_not_hide_the_gates_of_the_tip()
         both = [mail_block("reviewer", said.format(c), n=n) for n, c in ((1, "coder"), (2, "coder-1"))]
         return both if args.get("kind") == "worktree" else []
 
-    answer, _ = drive(coding.lead, coding_world(coders), role="lead", team="coding", mail=reviews)
+    answer, _ = drive(
+        coding.lead, coding_world(coders), role="lead", team="coding", mail=reviews, system=CODING_GATES
+    )
     assert "2 of 2 coders merged their fixes" in answer
     assert f"{BRANCH} passes at its tip {TIP[:12]}: there the merge queue's gates passed" in answer, answer
 
@@ -274,7 +297,15 @@ def test_gates_said_reads_the_merge_queues_output() -> None:
         "$ python3 -m unittest -q\nFAILED (failures=2)\n"
         "[exit code 1, but every failing test failed before this merge too; fixed by it: a]"
     )
-    assert gates_said(gates, tolerated).startswith("1 of 1 gates still fail")
+    assert gates_said(gates, tolerated) == (
+        "`python3 -m unittest -q` still fails on the merge, as it did on the integration branch before it;"
+        " no test that passed there fails now"
+    )
+    two = ("ruff check", *gates)
+    assert gates_said(two, f"$ ruff check\n$ fake\nAll checks passed!\n{tolerated}") == (
+        "`python3 -m unittest -q` still fails on the merge, as it did on the integration branch before it;"
+        " no test that passed there fails now; `ruff check` passed"
+    ), "each gate's own part of the output: a line of it starting with $ is not another gate"
     assert (
         gates_said(gates, "[... 9 characters cut ...]\nOK") == "the gates' output was cut; teamrt show has it"
     )
@@ -311,7 +342,7 @@ def test_the_coding_reviewer_whose_grep_failed_does_not_say_no_test_covers_the_f
     start = [
         {"role": "user", "content": [{"type": "text", "text": "Review."}, mail_block("coder", DIFF_REVIEW)]}
     ]
-    drive(coding.reviewer, world, role="reviewer", team="coding", start=start)
+    drive(coding_review.reviewer, world, role="reviewer", team="coding", start=start)
     [verdict] = sent
     assert verdict.startswith("CHANGES REQUESTED for coder: I could not check which tests cover is_leap_year")
     assert "no test calls" not in verdict
@@ -453,7 +484,7 @@ def test_the_coding_team_outside_git_ends_saying_its_coders_could_not_start(
         run = reader.run()
         assert (run.status, run.status_reason) == ("done", outcome.reason)
         assert not reader.events(kinds=(SIM_UNPLAYED,)), "sim plays the coding team"
-        assert [t.status for t in reader.tasks()] == ["open"] * 3
+        assert [t.status for t in reader.tasks()] == ["abandoned"] * 3, "nobody could start them"
     finally:
         reader.close()
 

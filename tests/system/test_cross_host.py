@@ -231,7 +231,8 @@ def test_send_answer_and_stop_from_a_host_that_cannot_see_the_run_reach_its_owne
     assert not (tmp_path / "home-b" / "runs").exists(), "host-b never had the run's directory"
     for name, done in said.items():
         assert done.returncode == 0, (name, done.stderr)
-        assert "delivered through the database to its owner on host-a" in done.stderr, (name, done.stderr)
+        said_by = done.stdout + done.stderr  # send says it on stdout, with its id; answer, stop on stderr
+        assert "delivered through the database to its owner on host-a" in said_by, (name, said_by)
     assert outcome.status == "stopped" and outcome.reason == "stopped by user"
     assert (project / "note.txt").exists() and not (project / "two.txt").exists()
     second = json.dumps(model.requests[1].messages[-1]["content"])
@@ -399,8 +400,8 @@ def test_a_host_that_shares_the_run_s_directory_still_steers_through_the_databas
 
     sent, waiting, rows = asyncio.run(scene())
     assert sent.returncode == 0, sent.stderr
-    assert "delivered through the database to its owner on host-a" in sent.stderr
-    assert waiting == [f"{sent.stdout.strip()}.json"], "one message, under the id the sender printed"
+    assert "; delivered through the database to its owner on host-a" in sent.stdout.splitlines()[0]
+    assert waiting == [f"{sent.stdout.split()[1]}.json"], "one message, under the id the sender printed"
     assert rows == [("host-b", "delivered")]
 
 

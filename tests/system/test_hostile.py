@@ -1124,7 +1124,7 @@ def test_only_a_person_may_answer_an_ask_or_stop_the_run(tmp_path: Path) -> None
         answered = [e.data for e in store.reader.events(kinds=("ask.answered",))]
     finally:
         store.close()
-    assert outcome.status == "done"
+    assert outcome.status == "blocked", "its one call that would act was denied, by the person"
     assert [(a["allowed"], a["by"]) for a in answered] == [(False, "user")]
     assert not (project / "note.txt").exists()
 

@@ -33,10 +33,12 @@ from textual.widgets import TabbedContent
 
 from teamrt.cli import main
 from teamrt.mailbox import Mailbox
+from teamrt.models.catalog import DEFAULT_MODEL
 from teamrt.runs import progress
 from teamrt.runs.follow import format_event
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.runtime.stream import STREAM_DIR
+from teamrt.sim import SimServer
 from teamrt.store import (
     FinishedCall,
     IngestedMail,
@@ -396,12 +398,21 @@ def test_the_progress_watcher_prints_a_live_runs_lines_inert(runs: Path, h: str)
 
 @pytest.mark.parametrize("h", CASES)
 def test_run_prints_the_models_answer_and_its_progress_inert(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], h: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sim: SimServer,
+    h: str,
 ) -> None:
+    """The model behind ``ANTHROPIC_BASE_URL`` is a simulator that echoes its prompt (``echo``), so the
+    hostile text of the task comes back as the model's answer."""
     monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / ".teamrt"))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(capsys, "run", "--prompt", f"say {wrap(h)}", "--model", "sim")
+    code, out, err = cli(capsys, "run", "--prompt", f"say {wrap(h)}", "--model", DEFAULT_MODEL)
     assert code == 0, err
+    assert sim.calls, "the answer came from the echoing model"
     assert not controls(out) and not controls(err), (out, err)
     [run_dir] = (tmp_path / ".teamrt" / "runs").iterdir()
     reader = open_reader(run_dir, run_dir.name)
@@ -410,7 +421,8 @@ def test_run_prints_the_models_answer_and_its_progress_inert(
     finally:
         reader.close()
     answer = "".join(block["text"] for block in last.content if block.get("type") == "text")
-    assert "say before" in answer and out == clean(answer) + "\n", "the model's answer, as clean shows it"
+    assert f"say {wrap(h)}".splitlines()[0] in answer, "the model answered with the hostile text, raw"
+    assert out == clean(answer) + "\n", "the model's answer, as clean shows it"
 
 
 # == errors and steering notes that quote agent data ===========================================

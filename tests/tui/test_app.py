@@ -393,7 +393,7 @@ def test_a_crashed_run_offers_resume_and_message_and_its_other_keys_say_why_not(
     async def steps(pilot: Pilot[None]) -> None:
         await until(pilot, loaded(app))
         assert "crashed" in shown(run_screen(app).query_one(Totals))
-        offered = ["escape", "m", "r", "slash", "f", "question_mark", "q", "s"]  # no x, a or d
+        offered = ["escape", "m", "r", "slash", "f", "t", "question_mark", "q", "s"]  # no x, a or d
         await until(pilot, lambda: footer_keys(app) == offered)
         await pilot.press("x")
         await until(pilot, lambda: "run run-old crashed: nothing runs to stop (r resumes it)" in said)
@@ -412,7 +412,8 @@ def test_a_finished_run_offers_no_action_that_cannot_apply_and_keys_say_why(home
 
     async def steps(pilot: Pilot[None]) -> None:
         await until(pilot, loaded(app))
-        offered = ["escape", "slash", "f", "question_mark", "q", "s"]  # no m, x, a, d or r
+        # no m, x, a, d or r; c continues
+        offered = ["escape", "c", "slash", "f", "t", "question_mark", "q", "s"]
         await until(pilot, lambda: footer_keys(app) == offered)
         for key, why in (
             ("m", f"run run-end is {status}: no agent reads mail any more"),
@@ -437,7 +438,7 @@ def test_approve_and_deny_are_offered_only_while_an_ask_waits(live: Path) -> Non
 
     async def steps(pilot: Pilot[None]) -> None:
         await until(pilot, loaded(app))
-        offered = ["escape", "m", "x", "a", "d", "slash", "f", "question_mark", "q", "s"]
+        offered = ["escape", "m", "x", "a", "d", "slash", "f", "t", "question_mark", "q", "s"]
         await until(pilot, lambda: footer_keys(app) == offered)
         await pilot.press("a")  # the one ask waiting: answered from here, not offered again
         await until(pilot, lambda: footer_keys(app) == [k for k in offered if k not in ("a", "d")])

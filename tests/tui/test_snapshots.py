@@ -22,7 +22,7 @@ from teamrt.tui.app import TeamApp
 from teamrt.tui.run_screen import RunScreen
 from teamrt.tui.runs_screen import RunsScreen
 from teamrt.tui.widgets import NO_AGENT, KeyTable, Transcript
-from tests.helpers.tuidata import NOW, coding_run, finished_run, freeze
+from tests.helpers.tuidata import NOW, coding_run, finished_run, freeze, mail_run
 
 SIZE = (140, 45)
 SMALL = (80, 24)  # a terminal's default: the activity column and the footer's ? help and q quit fit
@@ -123,3 +123,29 @@ def test_a_crashed_run_at_80x24_offers_resume(snap_compare: Compare, runs: Path)
 
 def test_the_help_at_80x24(snap_compare: Compare, runs: Path) -> None:
     assert snap_compare(app(runs), press=["question_mark", "_"], terminal_size=SMALL, run_before=shown)
+
+
+def test_the_run_view_at_80x24_shows_the_tasks_and_t_shows_the_next_tab(
+    snap_compare: Compare, runs: Path
+) -> None:
+    """Each task's status and subject readable in the narrow side panel; ``t``: the mail tab."""
+    assert snap_compare(app(runs), press=["t", "_"], terminal_size=SMALL, run_before=shown)
+
+
+def test_the_help_at_80x24_with_notices_pending(snap_compare: Compare, runs: Path) -> None:
+    """A notice shown before the help opens and one that comes while it is open: neither covers it."""
+
+    async def notices(pilot: Pilot[Any]) -> None:
+        await shown(pilot)
+        pilot.app.notify("run run-demo: coder-3 asks to run bash: rm -rf build", severity="warning")
+        await pilot.press("question_mark")
+        pilot.app.notify("run run-demo ended: done")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app(runs), press=["_"], terminal_size=SMALL, run_before=notices)
+
+
+def test_a_transcript_with_mail_at_80x24(snap_compare: Compare, runs: Path) -> None:
+    """Mail reads ``mail from reviewer: ...``, never the ``<mail ...>`` markup the model reads."""
+    asyncio.run(mail_run(runs))
+    assert snap_compare(app(runs, "run-mail"), terminal_size=SMALL, run_before=shown)

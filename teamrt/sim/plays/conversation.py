@@ -7,8 +7,10 @@ exactly where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from teamrt.models.tokens import message_blocks
 from teamrt.sim.policy import SimRequest, ToolOutcome, result_text
@@ -21,6 +23,9 @@ _MAIL = re.compile(
 )
 
 
+ROLES_HEADING = "The roles of your team, for spawn_agent's role"
+"""How the runtime's list of the roles a lead may start begins, in the lead's system prompt."""
+_ROLE = re.compile(r"^- (?P<name>[\w.-]+): (?P<description>.*)$")
 INTERRUPTED_BY_CRASH = "interrupted by a crash"
 """How the result of a call a crash cut short begins (a resume's ``runtime.resume.INTERRUPTED``)."""
 FORK_MARK = "Forked:"
@@ -75,6 +80,64 @@ def mail(request: SimRequest, *, last: bool = False) -> list[Mail]:
                 if not m["superseded"]:
                     found.append(Mail(m["id"], m["sender"], m["kind"], m["summary"] or "", m["body"]))
     return found
+
+
+def own_text(message: dict[str, Any]) -> str:
+    """The text a user turn brings of its own: a task, a follow-up, a directive; not mail."""
+    texts = [str(b.get("text", "")) for b in message_blocks(message) if b.get("type") == "text"]
+    return "\n".join(t for t in texts if t.strip() and not t.startswith("<mail "))
+
+
+def round_starts(request: SimRequest) -> list[int]:
+    """The index of the user turn that began each of the agent's rounds, oldest first: its first, then
+    each user turn with text of its own after an answer (an assistant turn that called no tool), which is
+    how a follow-up comes (``teamrt continue``). Mail and the results of calls never begin a round."""
+    starts, answered = [0], False
+    for at, message in enumerate(request.messages):
+        if message.get("role") == "assistant":
+            answered = not any(b.get("type") == "tool_use" for b in message_blocks(message))
+        elif answered and at and own_text(message):
+            starts.append(at)
+            answered = False
+    return starts
+
+
+def round_start(request: SimRequest) -> int:
+    """The index of the user turn that began the agent's current round (``round_starts``)."""
+    return round_starts(request)[-1]
+
+
+def this_round(request: SimRequest) -> SimRequest:
+    """``request`` with only the current round's messages (``round_start``): what was asked and done
+    before it cannot confuse what is done now."""
+    start = round_start(request)
+    if start == 0:
+        return request
+    return dataclasses.replace(request, params={**request.params, "messages": request.messages[start:]})
+
+
+def round_task(request: SimRequest) -> str:
+    """What the agent was asked in its current round: the text of the turn that began it."""
+    return own_text(request.messages[round_start(request)]) if request.messages else ""
+
+
+def roles(system: str) -> list[tuple[str, str]]:
+    """The roles a lead's system prompt lists (the lines under ``ROLES_HEADING``), with their
+    descriptions."""
+    lines = system.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith(ROLES_HEADING)), None)
+    found: list[tuple[str, str]] = []
+    for line in lines[at + 1 :] if at is not None else []:
+        role = _ROLE.match(line)
+        if role is None:
+            break
+        found.append((role["name"], role["description"]))
+    return found
+
+
+def round_tasks(request: SimRequest) -> list[str]:
+    """What the agent was asked in each of its rounds, oldest first."""
+    return [own_text(request.messages[at]) for at in round_starts(request)] if request.messages else []
 
 
 def first_text(request: SimRequest) -> str:

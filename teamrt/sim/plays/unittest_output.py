@@ -1,4 +1,5 @@
-"""What ``python3 -m unittest`` printed: which tests failed, where, and on which line."""
+"""What ``python3 -m unittest`` printed: which tests failed, where, and on which line (``Failure``,
+which ``pytest_output`` fills too)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ class Failure:
     """The test's source line that failed (the last frame in a test file)."""
     error: str
     """The last line of the report: ``AssertionError: 'hel...' != 'hello'``."""
+    frames: tuple[tuple[str, str], ...] = ()
+    """(path, function) of the traceback's frames in the repository that are not tests, innermost
+    first: where the failure happened (pytest's frames; unittest's are not read)."""
 
     @property
     def called(self) -> list[str]:
