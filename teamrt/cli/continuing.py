@@ -65,6 +65,8 @@ def follow_up(args: argparse.Namespace, run_id: str, *, quiet: bool = False) -> 
     from teamrt.runtime.continuing import continue_run, plan_round
 
     run_dir = home.existing_run_dir(run_id)
+    # only ``teamrt continue RUN`` takes --accept-loss: a store that lost work is gone on with by its name
+    accept_loss = bool(getattr(args, "accept_loss", False))
     plan = plan_round(
         run_dir,
         run_id,
@@ -72,6 +74,7 @@ def follow_up(args: argparse.Namespace, run_id: str, *, quiet: bool = False) -> 
         budget_usd=args.budget_usd,
         budget_tokens=args.budget_tokens,
         max_turns=args.max_turns,
+        accept_loss=accept_loss,
     )  # fmt: skip: refused here, in one line, before any progress line or process
     if args.detach:
         return _detached(args, run_id, plan.run.owner, quiet=quiet)
@@ -81,7 +84,7 @@ def follow_up(args: argparse.Namespace, run_id: str, *, quiet: bool = False) -> 
     on_notice = notice if not args.quiet else warning
     work = continue_run(
         run_id, args.prompt, budget_usd=args.budget_usd, budget_tokens=args.budget_tokens,
-        max_turns=args.max_turns, on_notice=on_notice,
+        max_turns=args.max_turns, on_notice=on_notice, accept_loss=accept_loss,
     )  # fmt: skip
     return _foreground(lambda: asyncio.run(work), run_id, args, after=after)
 
@@ -104,6 +107,8 @@ def _detached(args: argparse.Namespace, run_id: str, before: object, *, quiet: b
     ):
         if value is not None:
             argv.append(f"{flag}={value}")
+    if getattr(args, "accept_loss", False):
+        argv.append("--accept-loss")
     if quiet:
         notice(f"teamrt: going on with run {run_id} ...")
     return _start_detached(argv, run_dir, run_id, taken_over, quiet=quiet)

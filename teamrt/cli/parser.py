@@ -243,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--detach", action="store_true",
         help="go on in the background and print the run's id (follow it with: teamrt logs RUN -f)",
     )  # fmt: skip
+    follow_up.add_argument(
+        "--accept-loss", action="store_true",
+        help="go on even though the store lacks what the run's directory shows was done (as teamrt resume"
+        " --accept-loss does): the loss is recorded, mail never recorded as read is read again",
+    )  # fmt: skip
     init = commands.add_parser(
         "init",
         help="write .teamrt/team.toml, the team of 'teamrt run --prompt', with your test command",

@@ -39,8 +39,11 @@ from teamrt.runtime.teamrun import (
     prepare_run,
     summary_of,
 )
+from teamrt.runtime.verify import accept_loss as record_loss
+from teamrt.runtime.verify import verify
 from teamrt.settings import Settings, load_settings
 from teamrt.store import FinishedCall, RunRecord, StoreReader, open_reader
+from teamrt.store.integrity import StoreBehind
 from teamrt.store.ownership import GONE, NOT_RESPONDING, owner_state
 from teamrt.store.rounds import ENDED, ROUND, NewRound, continue_store, round_base, round_number
 from teamrt.team import Team, team_from_json, team_to_json
@@ -70,6 +73,8 @@ class Plan:
     new: NewRound
     base: str | None
     """The commit the lead's new worktree agents branch from."""
+    findings: list[str]
+    """What the store lacks that the run's directory shows was done (``runtime.verify``), accepted."""
 
 
 async def continue_run(
@@ -85,14 +90,18 @@ async def continue_run(
     settings: Settings | None = None,
     sim: SimServer | None = None,
     models: Mapping[str, Model] | None = None,
+    accept_loss: bool = False,
 ) -> RunSummary:
     """Go on with the ended run ``run_id`` (kept in the home of ``project``, default: of the current
     directory) on ``prompt``, to the round's end; ``settings``, ``sim`` and ``models`` as ``run_team``
-    takes them. Raises ``NotContinued`` (and the store's ``RunOwned``) before anything changes."""
+    takes them. Raises ``NotContinued`` (and the store's ``RunOwned``) before anything changes, and
+    ``StoreBehind`` as a resume does, unless ``accept_loss``: then the loss is recorded as the round
+    begins."""
     run_dir = home.existing_run_dir(run_id, project)
     plan = plan_round(
-        run_dir, run_id, prompt, budget_usd=budget_usd, budget_tokens=budget_tokens, max_turns=max_turns
-    )
+        run_dir, run_id, prompt, budget_usd=budget_usd, budget_tokens=budget_tokens, max_turns=max_turns,
+        accept_loss=accept_loss,
+    )  # fmt: skip
     team, workdir = plan.team, Path(plan.run.workdir)
     settings = load_settings() if settings is None else settings
     prepared = prepare_run(team, workdir, on_notice, run_dir.parent)
@@ -105,6 +114,8 @@ async def continue_run(
                 await model.aclose()
         raise
     try:
+        if plan.findings:  # accepted: said by a store.behind event, and the unrecorded mail is read again
+            await record_loss(store, run_dir, plan.findings)
         if on_notice is not None:
             on_notice(round_line(plan))
         repo = GitRepo.find(workdir)
@@ -127,9 +138,11 @@ def plan_round(
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
     max_turns: int | None = None,
+    accept_loss: bool = False,
 ) -> Plan:
     """Check that run ``run_id`` can take a round on ``prompt`` as asked, and make it ready; raises one
-    line (``NotContinued``, ``NoPrompt``, ``NotResumable``) when it cannot. Writes nothing."""
+    line (``NotContinued``, ``NoPrompt``, ``NotResumable``, ``StoreBehind`` unless ``accept_loss``) when it
+    cannot. Writes nothing."""
     if not prompt.strip():
         raise NoPrompt(f'continue run {run_id} with a prompt: --prompt "what to do next"')
     reader = open_reader(run_dir, run_id)
@@ -139,6 +152,9 @@ def plan_round(
         if "team" not in run.settings:
             raise NotResumable(f"run {run_id} was started by an older teamrt that kept no team with it")
         check_reachable(run_dir, run)
+        findings = verify(run_dir, run_id, reader)
+        if findings and not accept_loss:  # before anything changes: the evidence stays as it is
+            raise StoreBehind(run_id, findings, command="continue")
         names = {a.name: a for a in reader.agents()}
         if "lead" not in names:
             raise NotContinued(f"run {run_id} {run.status} before its lead started: start a new run")
@@ -185,7 +201,7 @@ def plan_round(
         budget_usd=team.budget_usd, revive=revive,
         data={"budget_usd": team.budget_usd, "budget_tokens": team.budget_tokens, "max_turns": per_round},
     )  # fmt: skip
-    return Plan(run, team, new, base)
+    return Plan(run, team, new, base, findings)
 
 
 def refuse_unless_ended(run: RunRecord, now: float) -> None:

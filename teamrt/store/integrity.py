@@ -36,17 +36,20 @@ ACCEPT_LOSS = "--accept-loss"
 
 
 class StoreBehind(StoreError, UserError):
-    """A resume refused: the store lacks what the run's directory shows was committed or acknowledged.
+    """A resume (or a follow-up, ``command``) refused: the store lacks what the run's directory shows was
+    committed or acknowledged.
 
     Its text is one line naming what is missing and how to go on anyway.
     """
 
-    def __init__(self, run: str, findings: list[str]) -> None:
+    def __init__(self, run: str, findings: list[str], *, command: str = "resume") -> None:
         self.run = run
         self.findings = findings
+        done = {"resume": "resumed", "continue": "continued"}[command]
         super().__init__(
-            f"run {run} was not resumed: {'; '.join(findings)}. Resuming would redo that work from an older"
-            f" state; teamrt resume {run} {ACCEPT_LOSS} goes on from what the store has, and records the loss"
+            f"run {run} was not {done}: {'; '.join(findings)}. Going on would redo that work from an older"
+            f" state; teamrt {command} {run} {ACCEPT_LOSS} goes on from what the store has, and records the"
+            " loss"
         )
 
 

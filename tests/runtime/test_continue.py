@@ -22,8 +22,18 @@ from teamrt.models import ModelRequest, ModelResponse, Reply, ScriptedModel, Usa
 from teamrt.models.scripted import Step
 from teamrt.runs import steer
 from teamrt.runtime.continuing import STOPPED_CALL, NotContinued, continue_run
+from teamrt.runtime.losses import STORE_BEHIND
 from teamrt.runtime.teamrun import NoPrompt
-from teamrt.store import InvalidTransition, RunOwned, StoreError, StoreReader, create_store, open_reader
+from teamrt.store import (
+    InvalidTransition,
+    RunOwned,
+    StoreError,
+    StoreReader,
+    create_store,
+    integrity,
+    open_reader,
+)
+from teamrt.store.integrity import StoreBehind
 from teamrt.store.ownership import OwnerLock
 from teamrt.store.rounds import CONTINUED, rounds_of
 from teamrt.team import Role, Team, team_to_json
@@ -342,5 +352,37 @@ def test_a_round_killed_in_the_middle_is_finished_once_by_teamrt_resume(
         assert len(reader.events(kinds=(CONTINUED,))) == 1 and len(reader.events(kinds=("run.resumed",))) == 1
         rounds = rounds_of(reader.run(), reader.events())
         assert [(r.number, r.status) for r in rounds] == [(1, "done"), (2, "done")]
+    finally:
+        reader.close()
+
+
+def test_a_store_behind_its_run_directory_is_refused_unless_the_loss_is_accepted(
+    home: Path, project: Path
+) -> None:
+    """As ``teamrt resume`` does: the run directory counts commits the store does not have (a WAL lost, a
+    database restored from an older backup), so a round would redo that work in silence."""
+    first, _ = first_round(home, solo(project), [Reply().say("first answer")])
+    assert first.status == "done"
+    run_dir = home / "runs" / RUN
+    sidecar = integrity.sidecar_path(run_dir)
+    counted = integrity.read_sidecar(run_dir)
+    assert counted is not None
+    sidecar.write_text(str(counted + 3))  # the store now lacks three commits the directory saw
+    with pytest.raises(StoreBehind) as refused:
+        go_on("the second part", [Reply().say("never")])
+    said = str(refused.value)
+    assert said.startswith(f"run {RUN} was not continued: ") and "\n" not in said, said
+    assert f"teamrt continue {RUN} --accept-loss goes on" in said, said
+    reader = reading(home)
+    try:
+        assert reader.run().status == "done" and not reader.events(kinds=(CONTINUED,)), "nothing changed"
+    finally:
+        reader.close()
+    second, _ = go_on("the second part", [Reply().say("second answer")], accept_loss=True)
+    assert (second.status, second.answer) == ("done", "second answer")
+    reader = reading(home)
+    try:
+        [behind] = reader.events(kinds=(STORE_BEHIND,))
+        assert "3 commits behind" in str(behind.data.get("note")), behind.data
     finally:
         reader.close()
