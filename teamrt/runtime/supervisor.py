@@ -164,7 +164,7 @@ class Supervisor:
 
         async def begin() -> Member:
             notice = sim_notice(self.team, self.definitions, sim=self._sim)
-            if notice is not None:  # the roles that will only echo, for logs and the CLI
+            if notice is not None:  # roles no team policy plays, for logs and the CLI
                 await self.store.append_event(SIM_UNPLAYED, {"note": notice})
             lead = await self.assembly.add(self.team.lead, "lead", kind="lead", parent=None, depth=0)
             self.start(lead, prompt)
