@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,11 +28,7 @@ BIN = Path(sys.executable).parent
 ``teamrt``, and the ``pytest`` the coders' check command names."""
 RUN_ID = re.compile(r"run (\d{8}-\d{6}-[a-z0-9]+) started")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("pytest", path=f"{BIN}:{os.environ['PATH']}") is None,
-                       reason="no `pytest` command on PATH"),
-]  # fmt: skip
+pytestmark = pytest.mark.slow
 
 
 def environment(home: Path) -> dict[str, str]:

@@ -420,6 +420,9 @@ def test_a_spawn_cut_short_gets_the_answers_of_the_children_it_made_and_of_those
         placeholder = {"type": "tool_result", "tool_use_id": "toolu_spawn", "content": FORK_PLACEHOLDER}
         first = [placeholder, text("look at A")]
         await store.append_turn("lead-fork", epoch=epoch, role="user", content=first)
+        await store.append_event(
+            "spawn", {"kind": "fork", "children": ["lead-fork"], "wait": True}, agent="lead"
+        )  # the spawn had logged the child it made
 
     scene.call(build())
     crash(scene)
@@ -432,9 +435,11 @@ def test_a_spawn_cut_short_gets_the_answers_of_the_children_it_made_and_of_those
     reader = open_reader(scene.run_dir, RUN)
     try:
         forks = sorted(a.name for a in reader.agents() if a.kind == "fork")
+        spawns = [(e.agent, e.data["children"]) for e in reader.events(kinds=("spawn",))]
     finally:
         reader.close()
     assert forks == ["lead-fork", "lead-fork-1"], "no child made twice"
+    assert spawns == [("lead", ["lead-fork"]), ("lead", ["lead-fork-1"])], "each spawn logged once"
     assert summary.outcome.status == "done"
     (went_on,) = requests_of(model, "lead-fork")
     directives = [b["text"] for m in went_on.messages for b in m["content"] if b.get("type") == "text"]

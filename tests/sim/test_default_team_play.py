@@ -13,8 +13,9 @@ tool results the test chooses.
 from __future__ import annotations
 
 import asyncio
-import shutil
+import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,14 @@ REPO = {
     '    assert truncate("abcdef", 4) == "abc~"\n',
 }
 """The working day's repository: two failing test files, each failing in its own module."""
-needs_pytest = pytest.mark.skipif(shutil.which("pytest") is None, reason="no `pytest` command on PATH")
+
+
+@pytest.fixture
+def pytest_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test environment's commands first on PATH, as in a shell where the project's virtualenv is
+    active: the coders' check command (`pytest -q`) runs the ``pytest`` installed with the tests."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
 
 # -- the whole team, through the runtime and the real SDK ----------------------------------------------
 
@@ -103,7 +111,7 @@ def changed(repo: Path, branch: str) -> list[str]:
     return git(repo, "diff", "--name-only", "HEAD", branch).split()
 
 
-@needs_pytest
+@pytest.mark.usefixtures("pytest_on_path")
 @pytest.mark.slow
 def test_the_built_in_team_fixes_the_named_test_then_a_follow_up_fixes_another(
     tmp_path: Path, played: SimServer, monkeypatch: pytest.MonkeyPatch
@@ -157,7 +165,7 @@ def test_the_built_in_team_fixes_the_named_test_then_a_follow_up_fixes_another(
         reader.close()
 
 
-@needs_pytest
+@pytest.mark.usefixtures("pytest_on_path")
 @pytest.mark.slow
 def test_a_refused_check_is_said_never_retried_and_the_gate_still_decides(
     tmp_path: Path, played: SimServer

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,21 +44,6 @@ from teamrt.tui.widgets import (
 from tests.helpers.tuidata import NOW, coding_run, finished_run, freeze
 
 SIZE = (140, 45)
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def live(home: Path) -> Iterator[Path]:
-    """A run mid-way, its store held open by this process (so it is live), times frozen."""
-    store = asyncio.run(coding_run(home / "runs"))
-    freeze(home / "runs" / "run-demo")
-    yield home / "runs"
-    store.close()
 
 
 def crashed_fixture(runs: Path, run_id: str) -> None:

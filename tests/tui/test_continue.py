@@ -4,7 +4,6 @@ a live run says why not; the header of a later round shows its number and prompt
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,26 +19,10 @@ from teamrt.tui.dialogs import FollowUpDialog
 from teamrt.tui.run_screen import RunScreen
 from teamrt.tui.widgets import Totals
 from tests.helpers.teams import FAST
-from tests.helpers.tuidata import coding_run, freeze
 from tests.tui.test_app import app_on, drive, footer_keys, loaded, shown, until
 
 RUN = "r1"
 HOSTILE = "again\x1b]0;pwned\x07\x1b[2J\x9b31m please"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def live(home: Path) -> Iterator[Path]:
-    """A run mid-way, its store held open by this process (so it is live)."""
-    store = asyncio.run(coding_run(home / "runs"))
-    freeze(home / "runs" / "run-demo")
-    yield home / "runs"
-    store.close()
 
 
 def ended_run(home: Path, tmp_path: Path) -> None:

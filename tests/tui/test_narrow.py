@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,19 +16,10 @@ from teamrt.store import TurnRecord, Usage
 from teamrt.tui.app import TeamApp
 from teamrt.tui.detail import transcript
 from teamrt.tui.widgets import TaskTable, Transcript, _line
-from tests.helpers.tuidata import coding_run, freeze, mail_run, mail_text
+from tests.helpers.tuidata import mail_run, mail_text
 from tests.tui.test_app import app_on, drive, footer_keys, loaded, run_screen, until
 
 SMALL = (80, 24)
-
-
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Path]:
-    """The coding run mid-way, its store held open by this process (so it is live), times frozen."""
-    store = asyncio.run(coding_run(tmp_path / "runs"))
-    freeze(tmp_path / "runs" / "run-demo")
-    yield tmp_path / "runs"
-    store.close()
 
 
 def transcript_text(app: TeamApp) -> str:
