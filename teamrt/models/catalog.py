@@ -54,11 +54,33 @@ class ModelInfo:
     """False: the model refuses a non-default ``temperature``, so teamrt never sends one."""
     source: str = ""
     """Where the figures come from: the built-in file's note, or the settings file that set them."""
+    thinking_default: str | None = None
+    """How the model thinks when a request sends no ``thinking``: ``"adaptive"``, or None (it does not)."""
+    binds_thinking: bool = False
+    """The API runs the prefix check on this model's replayed thinking blocks (preserved thinking): a block
+    is bound to the model, the system prompt, the tools and every message before it."""
+    context_editing: bool = False
+    """The model takes the ``clear_tool_uses_20250919`` and ``clear_thinking_20251015`` edits (beta)."""
+    server_compaction: bool = False
+    """The model takes server-side compaction (``compact_20260112``, beta)."""
+    effort: tuple[str, ...] = ()
+    """The ``output_config.effort`` levels the model takes; () when it takes none."""
+    forced_tool_choice: bool = True
+    """False: the API refuses ``tool_choice`` of type ``any`` or ``tool`` on this model, thinking or not."""
+    system_messages: bool = False
+    """The model takes ``system`` messages in the middle of ``messages``."""
+    retired: str | None = None
+    """The date the API retired the model (it answers 404): teamrt refuses it in one line."""
 
 
 PRICE_FIELDS = tuple(f.name for f in fields(Price))
 LIMIT_FIELDS = ("min_cache_tokens", "context_window", "max_output_tokens")
-MODEL_FIELDS = (*PRICE_FIELDS, *LIMIT_FIELDS, "sampling", "source", "long_context")
+FEATURE_FIELDS = (
+    "thinking_default", "binds_thinking", "context_editing", "server_compaction", "effort",
+    "forced_tool_choice", "system_messages", "retired",
+)  # fmt: skip
+"""What the model takes beyond prices and limits; each defaults to the field's default in ``ModelInfo``."""
+MODEL_FIELDS = (*PRICE_FIELDS, *LIMIT_FIELDS, "sampling", "source", "long_context", *FEATURE_FIELDS)
 DEFAULT_MIN_CACHE_TOKENS = 1024
 """The cache minimum assumed for a model known only from a prices file."""
 
@@ -76,11 +98,12 @@ def model_info(where: str, table: Any, known: ModelInfo | None, source: str) -> 
         raise CatalogError(f"[{where}] lacks {missing[0]!r}")
     base = known or ModelInfo(Price(0, 0, 0, 0, 0), DEFAULT_MIN_CACHE_TOKENS)
     prices = {k: _number(where, k, table[k]) for k in PRICE_FIELDS if k in table}
-    limits = {k: _count(where, k, table[k]) for k in LIMIT_FIELDS if k in table}
+    limits: dict[str, Any] = {k: _count(where, k, table[k]) for k in LIMIT_FIELDS if k in table}
     if "sampling" in table and not isinstance(table["sampling"], bool):
         raise CatalogError(f"[{where}] sampling must be true or false")
     if "source" in table and not (isinstance(table["source"], str) and table["source"].strip()):
         raise CatalogError(f"[{where}] source must be a non-empty string")
+    features = {k: _feature(where, k, table[k]) for k in FEATURE_FIELDS if k in table}
     long_from, long_price = base.long_context_from, base.long_context_price
     if prices:
         long_from, long_price = None, None
@@ -94,6 +117,7 @@ def model_info(where: str, table: Any, known: ModelInfo | None, source: str) -> 
         sampling=table.get("sampling", base.sampling),
         source=table["source"].strip() if "source" in table else source,
         **limits,
+        **features,
     )
 
 
@@ -119,6 +143,20 @@ def _count(where: str, key: str, value: Any) -> int:
     return value
 
 
+def _feature(where: str, key: str, value: Any) -> Any:
+    if key in ("thinking_default", "retired"):
+        if not (isinstance(value, str) and value.strip()):
+            raise CatalogError(f"[{where}] {key} must be a non-empty string")
+        return value.strip()
+    if key == "effort":
+        if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+            raise CatalogError(f"[{where}] effort must be a list of level names")
+        return tuple(value)
+    if not isinstance(value, bool):
+        raise CatalogError(f"[{where}] {key} must be true or false")
+    return value
+
+
 def _band(where: str, table: Any) -> tuple[int, Price]:
     if not isinstance(table, dict):
         raise CatalogError(f"[{where}] must be a table")
@@ -139,7 +177,7 @@ def _load_builtin() -> tuple[dict[str, Any], dict[str, ModelInfo]]:
     models = raw.pop("models")
     table: dict[str, ModelInfo] = {}
     for name, entry in models.items():
-        missing = [k for k in MODEL_FIELDS if k not in entry and k != "long_context"]
+        missing = [k for k in MODEL_FIELDS if k not in entry and k not in ("long_context", *FEATURE_FIELDS)]
         # The shipped file gives every field of every model; tests/models/test_catalog_data.py checks.
         if missing:
             raise CatalogError(f'{CATALOG_FILE}: [models."{name}"] lacks {missing[0]!r}')
