@@ -41,6 +41,12 @@ class ModelRequest:
     temperature: float | None = None
     stop_sequences: list[str] = field(default_factory=list)
     cache_ttl: CacheTTL = "5m"
+    context_management: dict[str, Any] | None = None
+    """The API's ``context_management`` (server-side context editing and compaction), sent as it is."""
+    effort: str | None = None
+    """Sent as ``output_config.effort`` (None: the model's default)."""
+    betas: tuple[str, ...] = ()
+    """Beta features the request uses, sent in the ``anthropic-beta`` header."""
     agent: str = ""
     role: str = ""
     team: str = ""
@@ -90,6 +96,11 @@ class ModelResponse:
     invalid_tool_inputs: dict[str, str] = field(default_factory=dict)
     attempts: int = 1
     request_id: str | None = None
+    applied_edits: list[dict[str, Any]] = field(default_factory=list)
+    """What the API's context editing cleared before the model read the request
+    (``context_management.applied_edits``)."""
+    input_transformations: list[dict[str, Any]] = field(default_factory=list)
+    """Thinking blocks of the request the API dropped (or let through) under its binding rules."""
 
     @property
     def text(self) -> str:

@@ -39,6 +39,10 @@ class AgentSpec:
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_turns: int | None = None
     thinking: dict[str, Any] | None = None
+    effort: str | None = None
+    """The role's ``output_config.effort`` (None: the model's default)."""
+    compact_at: int | None = None
+    """The role's compaction trigger in input tokens (None: chosen from the model's prices)."""
     persistent: bool = False
     """A teammate: when it has nothing to do it idles until mail comes, instead of ending."""
 
