@@ -16,6 +16,10 @@ reference is ``docs/team-file.md``. A full example::
     max_depth = 3                 # 1..3: how deep spawning nests below the lead (default 3)
     max_agents = 20               # agents in the run in all, the lead included (default 20)
     max_concurrent = 8            # agents running at once (default 8, or max_agents if that is less)
+    effort = "high"               # every role's effort unless it sets one: low | medium | high | xhigh | max
+    compact_at = 150_000          # compact an agent's context past this many input tokens
+    thinking = "adaptive"         # "adaptive" | "off" | a budget of tokens (models that take a manual one)
+    cache = "auto"                # the prompt cache's lifetime: auto (from the agent's waits) | 5m | 1h
 
     [lead]                        # the same keys as a role
     agent = "lead"                # the agent definition (default "lead")
@@ -30,6 +34,7 @@ reference is ``docs/team-file.md``. A full example::
     [roles.critic]
     agent = "reviewer"
     permission_mode = "plan"      # default | acceptEdits | plan | dontAsk | auto | bypassPermissions
+    effort = "medium"             # the keys above, for this role (default: [team]'s, else the built-in)
 
     [permissions]                 # rules for every agent, as in Claude Code's settings
     allow = ["Bash(pytest:*)", "Read"]
@@ -86,14 +91,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teamrt.agents import scan_definitions
+from teamrt.agents import AgentDefinition, choose_model, scan_definitions
 from teamrt.errors import UserError
 from teamrt.events import SUPERVISOR, USER
 from teamrt.mailbox import is_name
-from teamrt.models.catalog import resolve
+from teamrt.models.catalog import DEFAULT_MODEL, EFFORT_LEVELS, ModelInfo, lookup, resolve
+from teamrt.models.levers import (
+    CACHE_SETTINGS,
+    REPLY_TOKENS,
+    compact_at_problem,
+    effort_problem,
+    off_with_effort_problem,
+    thinking_problem,
+)
+from teamrt.models.pricing import price_table
 from teamrt.models.registry import is_sim
 from teamrt.sandbox.policy import SandboxPolicy, WebPolicy
-from teamrt.tools.permissions import MODE_NAMES, Rule, RuleError
+from teamrt.settings import load_settings
+from teamrt.tools.permissions import MODE_NAMES, Rule, RuleError, Rules
 
 MAX_DEPTH = 3  # the deepest spawns may nest below the lead (depth 0)
 LEAD = "lead"
@@ -101,6 +116,8 @@ RESERVED = (USER, SUPERVISOR)
 """Role names that would let an agent pass for a person or for the supervisor in the mail."""
 ON_ASK = ("deny", "allow")
 
+LEVER_KEYS = ("effort", "compact_at", "thinking", "cache")
+"""What a role sets about its requests, and ``[team]`` for every role (``teamrt.models.levers``)."""
 TEAM_KEYS = (
     "name",
     "model",
@@ -112,8 +129,9 @@ TEAM_KEYS = (
     "max_depth",
     "max_agents",
     "max_concurrent",
+    *LEVER_KEYS,
 )
-ROLE_KEYS = ("agent", "model", "budget_tokens", "budget_usd", "max_turns", "permission_mode")
+ROLE_KEYS = ("agent", "model", "budget_tokens", "budget_usd", "max_turns", "permission_mode", *LEVER_KEYS)
 PERMISSION_KEYS = ("allow", "deny", "ask")
 MERGE_KEYS = ("gates", "integration_branch", "gate_timeout")
 SANDBOX_KEYS = ("network", "unconfined", "env", "read", "max_processes", "max_memory_mb", "max_file_mb")
@@ -142,6 +160,14 @@ class Role:
     max_turns: int | None = None
     permission_mode: str | None = None
     """None: the definition's."""
+    effort: str | None = None
+    """``output_config.effort``; None: the agent file's, ``[team]``'s, a reviewer's, else the model's."""
+    compact_at: int | None = None
+    """Compact past this many input tokens; None: ``[team]``'s, else chosen from the model's prices."""
+    thinking: str | int | None = None
+    """``"adaptive"``, ``"off"`` or a manual budget; None: ``[team]``'s, else the model's default."""
+    cache: str | None = None
+    """``auto``, ``5m`` or ``1h``; None: ``[team]``'s, else ``auto``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,6 +207,16 @@ class Team:
     """Variables a repository's MCP entries (``.mcp.json``, its agent files) may expand as ``${VAR}``."""
     mcp_private_hosts: tuple[str, ...] = ()
     """Hosts (``name`` or ``name:port``) on loopback or private addresses that HTTP MCP servers may be at."""
+    effort: str | None = None
+    compact_at: int | None = None
+    thinking: str | int | None = None
+    cache: str | None = None
+    """The defaults of ``Role``'s keys of the same names, for every role that sets none."""
+
+    def lever(self, role: Role, key: str) -> Any:
+        """``role``'s setting ``key`` (one of ``LEVER_KEYS``), else the team's; None when neither sets it."""
+        value = getattr(role, key)
+        return getattr(self, key) if value is None else value
 
 
 class TeamFileError(UserError, ValueError):
@@ -222,6 +258,7 @@ def load_team(path: Path, *, project: Path) -> Team:
         "max_depth": team.count("max_depth", most=MAX_DEPTH),
         "max_agents": team.count("max_agents"),
         "max_concurrent": team.count("max_concurrent"),
+        **_levers(team),
     }
     permissions = _Table(path, "permissions", raw.get("permissions", {}), PERMISSION_KEYS)
     for kind in PERMISSION_KEYS:
@@ -259,6 +296,7 @@ def load_team(path: Path, *, project: Path) -> Team:
             raise TeamFileError(
                 path, f"[{_label(role)}] agent {role.agent!r} has no definition{why}; known: {known}"
             )
+    _check_levers(team_file, scan.definitions, price_table(load_settings()))
     return team_file
 
 
@@ -382,7 +420,50 @@ def _role(path: Path, name: str, section: str, value: object) -> Role:
         budget_usd=table.dollars("budget_usd"),
         max_turns=table.count("max_turns"),
         permission_mode=table.choice("permission_mode", MODE_NAMES),
+        **_levers(table),
     )
+
+
+def _levers(table: _Table) -> dict[str, Any]:
+    """The keys of ``LEVER_KEYS`` in ``table``, each checked as the API takes it (not yet against a model:
+    ``_check_levers`` does that once the models are known)."""
+    thinking = table.values.get("thinking")
+    if thinking is not None:
+        problem = thinking_problem(thinking, "", None)
+        if problem is not None:
+            raise table.error(problem)
+    return {
+        "effort": table.choice("effort", EFFORT_LEVELS),
+        "compact_at": table.count("compact_at"),
+        "thinking": thinking,
+        "cache": table.choice("cache", CACHE_SETTINGS),
+    }
+
+
+def _check_levers(team: Team, definitions: dict[str, AgentDefinition], prices: dict[str, ModelInfo]) -> None:
+    """Each role's effort, thinking and compaction trigger against the model it runs on (a model the team
+    file names none for runs on the settings' default)."""
+    default = team.model or resolve(load_settings().model.default or DEFAULT_MODEL)
+    for role in (team.lead, *team.roles.values()):
+        model = choose_model(role.model, definitions[role.agent], default)
+        info = lookup(model, prices)
+        thinking = team.lever(role, "thinking")
+        reply = REPLY_TOKENS + (thinking if isinstance(thinking, int) else 0)
+        for key in ("effort", "thinking", "compact_at"):
+            value = team.lever(role, key)
+            if value is None:
+                continue
+            problem = (
+                effort_problem(value, model, info) if key == "effort"
+                else thinking_problem(value, model, info) if key == "thinking"
+                else compact_at_problem(value, model, info, reply)
+            )  # fmt: skip
+            if problem is not None:
+                where = _label(role) if getattr(role, key) is not None else "team"
+                raise TeamFileError(team.path, f"[{where}] {problem}")
+        effort = team.lever(role, "effort")
+        if (problem := off_with_effort_problem(thinking, effort, model, info)) is not None:
+            raise TeamFileError(team.path, f"[{_label(role)}] {problem}")
 
 
 def _label(role: Role) -> str:
@@ -469,7 +550,7 @@ class _Table:
         rules = self.texts(key)
         for rule in rules or ():
             try:
-                Rule.parse(rule)
+                Rules.parse(allow=(rule,)) if key == "allow" else Rule.parse(rule)  # no Spawn rule allows
             except RuleError as exc:
                 raise self.error(f"{key}: {exc}") from exc
         return rules

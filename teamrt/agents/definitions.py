@@ -29,6 +29,7 @@ from typing import Any
 from teamrt.agents.frontmatter import FrontMatterError, parse, split
 from teamrt.claudecode.paths import claude_home
 from teamrt.errors import UserError
+from teamrt.models.catalog import EFFORT_LEVELS
 from teamrt.tools.names import LATER, canonical
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
@@ -49,12 +50,12 @@ BUILTIN, USER, PROJECT, TEAMRT = "built-in", "user", "project", "teamrt"
 
 FIELDS = frozenset({
     "name", "description", "tools", "disallowedTools", "model", "permissionMode", "maxTurns", "mcpServers",
+    "effort",
 })  # fmt: skip
 """The front matter fields teamrt uses."""
 SILENT_FIELDS = frozenset({"color"})
 """Claude Code's fields that only change how Claude Code shows an agent: ignored without a word."""
-UNUSED_FIELDS = ("hooks", "skills", "memory", "background", "isolation", "effort",
-                 "initialPrompt")  # fmt: skip
+UNUSED_FIELDS = ("hooks", "skills", "memory", "background", "isolation", "initialPrompt")
 """Claude Code's fields teamrt does not use (yet): ignored with a warning."""
 
 MAX_NAME = 64
@@ -96,6 +97,9 @@ class AgentDefinition:
     mcp_servers: tuple[str | dict[str, Any], ...] = ()
     """``mcpServers`` as written: names of configured MCP servers, or inline ``{name: entry}`` objects
     (``teamrt.mcp.config`` checks them)."""
+    effort: str | None = None
+    """The agent's ``output_config.effort``, as Claude Code's ``effort`` field gives it; None: its team
+    file role's, else the team's (a role's own setting wins over it, as a role's model does)."""
 
 
 def kept_definition(data: Mapping[str, Any]) -> AgentDefinition:
@@ -117,6 +121,7 @@ def kept_definition(data: Mapping[str, Any]) -> AgentDefinition:
         source=str(data.get("source", "")),
         scope=str(data.get("scope", PROJECT)),
         mcp_servers=tuple(data.get("mcp_servers") or ()),
+        effort=data.get("effort") if data.get("effort") in EFFORT_LEVELS else None,
     )
 
 
@@ -168,6 +173,7 @@ def parse_definition(text: str, source: str, *, scope: str = PROJECT) -> AgentDe
             source=source,
             scope=scope,
             mcp_servers=_mcp_servers(fields.get("mcpServers")),
+            effort=_effort(fields.get("effort"), warnings),
         )
     except (FrontMatterError, _Problem) as exc:
         raise DefinitionError(source, str(exc)) from None
@@ -250,7 +256,8 @@ def choose_model(role_model: str | None, definition: AgentDefinition, team_model
 
     A definition's alias is resolved (``opus``); on a team on ``sim`` a definition's Claude model
     becomes ``sim:<model>``, so the run stays offline, priced as that model. A definition's model
-    teamrt does not know is passed over for the team's (its definition's warnings say so).
+    teamrt does not know, or one the API has retired, is passed over for the team's (its definition's
+    warnings say so).
     """
     from teamrt.models.catalog import lookup, resolve
     from teamrt.models.registry import is_sim
@@ -263,7 +270,8 @@ def choose_model(role_model: str | None, definition: AgentDefinition, team_model
         model = f"sim:{model}"
     if role_model or definition.model is None:
         return model
-    return model if lookup(model) is not None else team_model
+    info = lookup(model)
+    return model if info is not None and info.retired is None else team_model
 
 
 @functools.cache
@@ -412,10 +420,16 @@ def _model(value: object, warnings: list[str]) -> str | None:
     model = _required_text(value, "model")
     if model == "inherit":
         return None
-    if lookup(resolve(model)) is None:
+    info = lookup(resolve(model))
+    if info is None:
         warnings.append(
             f"model {_show(model)} is not one teamrt knows (teamrt models lists them); the agent runs on"
             " the team's model"
+        )
+    elif info.retired is not None:
+        warnings.append(
+            f"model {_show(model)} was retired on {info.retired} (the API answers 404 for it); the agent runs"
+            " on the team's model"
         )
     return model
 
@@ -436,6 +450,17 @@ def _permission_mode(value: object, scope: str, warnings: list[str]) -> str | No
         " Code ignores it"
     )
     return None
+
+
+def _effort(value: object, warnings: list[str]) -> str | None:
+    """Claude Code's ``effort``; a level the API does not have is left out with a warning, as a model
+    teamrt does not know is (whether the agent's model takes the level is checked when it starts)."""
+    if value is None:
+        return None
+    if value not in EFFORT_LEVELS:
+        warnings.append(f"effort {_show(value)} is not one of {', '.join(EFFORT_LEVELS)}; left out")
+        return None
+    return str(value)
 
 
 def _max_turns(value: object) -> int | None:

@@ -10,6 +10,12 @@ start. That is safe because nothing is done with a response until it is
 complete and persisted. ``on_restart`` tells a text listener to drop what it
 was shown.
 
+A request that names betas goes through ``client.beta.messages`` (the SDK
+sends the ``anthropic-beta`` header); any other through ``client.messages``.
+Before each attempt the process's ``Pacer`` for this account (``pacing``) may
+hold the call back until the rate-limit buckets can take it; the figures of
+each response (and of each error response) go back to it.
+
 This module imports the SDK (about 1.5 s); import it only to call a model.
 """
 
@@ -27,8 +33,10 @@ import httpx2
 
 from teamrt.models import errors
 from teamrt.models.catalog import ModelInfo, lookup
+from teamrt.models.pacing import Pacer, RateLimits, Ticket, pacer_for
 from teamrt.models.params import request_params
-from teamrt.models.pricing import cost_usd
+from teamrt.models.prefixes import PromptShape, memory_for, prompt_shape
+from teamrt.models.pricing import DEFAULT_MIN_CACHE_TOKENS, cost_usd
 from teamrt.models.stream import StreamAssembler
 from teamrt.models.types import ModelRequest, ModelResponse, OnRestart, OnText
 from teamrt.settings import ModelSettings
@@ -70,6 +78,10 @@ class AnthropicModel:
             max_retries=self._settings.sdk_retries,
             timeout=httpx2.Timeout(self._settings.stall_seconds, connect=CONNECT_TIMEOUT_S),
         )
+        account = (str(self._client.base_url), self._client.api_key or self._client.auth_token)
+        self._pacer: Pacer = pacer_for(*account)
+        self._prefixes = memory_for(*account)
+        self._min_cache = self._info.min_cache_tokens if self._info is not None else DEFAULT_MIN_CACHE_TOKENS
 
     async def complete(
         self, request: ModelRequest, *, on_text: OnText | None = None, on_restart: OnRestart | None = None
@@ -80,11 +92,12 @@ class AnthropicModel:
             if self._labels
             else None
         )
+        shape = prompt_shape(params)
         retries = self._settings.stream_retries
         attempt = 1
         while True:
             try:
-                return await self._attempt(params, headers, on_text, attempt)
+                return await self._attempt(params, headers, on_text, attempt, shape)
             except _StreamBroken as e:
                 if attempt > retries:
                     kind = errors.ModelStalled if e.stalled else errors.ModelStreamCut
@@ -96,12 +109,41 @@ class AnthropicModel:
             attempt += 1
 
     async def _attempt(
-        self, params: dict[str, Any], headers: dict[str, str] | None, on_text: OnText | None, attempt: int
+        self,
+        params: dict[str, Any],
+        headers: dict[str, str] | None,
+        on_text: OnText | None,
+        attempt: int,
+        shape: PromptShape,
     ) -> ModelResponse:
+        """One paced attempt: the input the rate limit will count is the prompt less what the cache likely
+        serves (``prefixes``); output is reserved at ``max_tokens``, as the API reserves it."""
+        uncached = shape.tokens - self._prefixes.cached(shape, self._min_cache)
+        ticket = await self._pacer.admit(uncached, params["max_tokens"])
         try:
-            stream = await self._client.messages.create(**params, stream=True, extra_headers=headers)
+            return await self._paced_attempt(params, headers, on_text, attempt, ticket, shape)
+        finally:
+            self._pacer.release(ticket)
+
+    async def _paced_attempt(
+        self,
+        params: dict[str, Any],
+        headers: dict[str, str] | None,
+        on_text: OnText | None,
+        attempt: int,
+        ticket: Ticket,
+        shape: PromptShape,
+    ) -> ModelResponse:
+        create = self._client.beta.messages.create if "betas" in params else self._client.messages.create
+        try:
+            stream: Any = await create(**params, stream=True, extra_headers=headers)
         except anthropic.APIError as e:
+            if isinstance(e, anthropic.APIStatusError):
+                self._pacer.observe(ticket, RateLimits.from_headers(e.response.headers))
             raise _mapped(self.name, e) from e
+        limits = RateLimits.from_headers(stream.response.headers)
+        self._pacer.observe(ticket, limits)
+        self._prefixes.remember(shape, self._min_cache)  # the response began: its entries are visible
         assembler = StreamAssembler(on_text)
         try:
             async for event in stream:
@@ -132,18 +174,25 @@ class AnthropicModel:
             invalid_tool_inputs=assembler.invalid_tool_inputs,
             attempts=attempt,
             request_id=stream.response.headers.get("request-id"),
+            applied_edits=assembler.applied_edits,
+            input_transformations=assembler.input_transformations,
+            rate_limits=limits,
         )
 
     async def count_tokens(self, request: ModelRequest) -> int:
         params = request_params(request)
         params.pop("max_tokens")
-        params.pop("extra_body", None)  # temperature, where the model takes it
         params.pop("stop_sequences", None)
+        extra = params.pop("extra_body", {})
+        extra.pop("temperature", None)  # count_tokens takes no sampling settings
+        if extra:  # context_management with no beta named: the server decides
+            params["extra_body"] = extra
+        messages: Any = self._client.beta.messages if "betas" in params else self._client.messages
         try:
-            result = await self._client.messages.count_tokens(**params)
+            result = await messages.count_tokens(**params)
         except anthropic.APIError as e:
             raise _mapped(self.name, e) from e
-        return result.input_tokens
+        return int(result.input_tokens)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -169,7 +218,9 @@ def _mapped(model: str, e: anthropic.APIError) -> errors.ModelError:
         status, kind = e.status_code, e.type
         detail = e.api_message or str(e)
         cls: type[errors.ModelError]
-        if status in (401, 403):
+        if errors.is_context_too_long(status, kind, detail):
+            cls = errors.ModelContextTooLong
+        elif status in (401, 403):
             cls = errors.ModelAuthError
         elif status == 429 or kind == "rate_limit_error":
             cls = errors.ModelRateLimited
@@ -185,6 +236,11 @@ def _mapped(model: str, e: anthropic.APIError) -> errors.ModelError:
             + (f", request {e.request_id}" if e.request_id else "")
         )
         tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if cls is errors.ModelContextTooLong:
+            return errors.ModelContextTooLong(
+                f"{model}: {detail} ({where}){tries}", status=status, error_type=kind,
+                request_id=e.request_id, attempts=attempts, detail=detail,
+            )  # fmt: skip
         return cls(
             f"{model}: {detail} ({where}){tries}",
             status=status,

@@ -9,6 +9,12 @@ its entry with a snapshot date, ``-0`` or ``-latest`` after it:
 
 The minimum cacheable prefix is the length under which the API neither
 writes nor reads a cache entry.
+
+Each entry also says what the model takes (its features: thinking by default,
+bound thinking, context editing, server-side compaction, effort levels, forced
+tool choice, mid-conversation system messages) and, for a model the API has
+retired, the date: ``lookup`` still answers for it (an old run's cost is still
+priced), while ``open_model`` refuses to start one, naming ``successor``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from datetime import date
 from importlib import resources
 from typing import Any
 
@@ -56,13 +63,18 @@ class ModelInfo:
     """Where the figures come from: the built-in file's note, or the settings file that set them."""
     thinking_default: str | None = None
     """How the model thinks when a request sends no ``thinking``: ``"adaptive"``, or None (it does not)."""
+    thinking_off: str = "disabled"
+    """The ``thinking.type`` that turns up-front thinking off: ``"disabled"``, or ``"between_tools"`` on a
+    model that refuses ``disabled`` (Sonnet 5.5)."""
     binds_thinking: bool = False
     """The API runs the prefix check on this model's replayed thinking blocks (preserved thinking): a block
     is bound to the model, the system prompt, the tools and every message before it."""
     context_editing: bool = False
     """The model takes the ``clear_tool_uses_20250919`` and ``clear_thinking_20251015`` edits (beta)."""
     server_compaction: bool = False
-    """The model takes server-side compaction (``compact_20260112``, beta)."""
+    """The model takes compaction at a token threshold (the ``compact_20260112`` edit, beta)."""
+    compaction_on_demand: bool = False
+    """The model takes compaction on demand (the ``compaction`` parameter, beta ``compact-2026-09-04``)."""
     effort: tuple[str, ...] = ()
     """The ``output_config.effort`` levels the model takes; () when it takes none."""
     forced_tool_choice: bool = True
@@ -76,13 +88,18 @@ class ModelInfo:
 PRICE_FIELDS = tuple(f.name for f in fields(Price))
 LIMIT_FIELDS = ("min_cache_tokens", "context_window", "max_output_tokens")
 FEATURE_FIELDS = (
-    "thinking_default", "binds_thinking", "context_editing", "server_compaction", "effort",
-    "forced_tool_choice", "system_messages", "retired",
+    "thinking_default", "thinking_off", "binds_thinking", "context_editing", "server_compaction",
+    "compaction_on_demand", "effort", "forced_tool_choice", "system_messages", "retired",
 )  # fmt: skip
 """What the model takes beyond prices and limits; each defaults to the field's default in ``ModelInfo``."""
 MODEL_FIELDS = (*PRICE_FIELDS, *LIMIT_FIELDS, "sampling", "source", "long_context", *FEATURE_FIELDS)
 DEFAULT_MIN_CACHE_TOKENS = 1024
 """The cache minimum assumed for a model known only from a prices file."""
+EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
+"""``output_config.effort``'s values in the API (SDK 2.14's ``OutputConfigParam``), lowest first."""
+THINKING_DEFAULTS = {"adaptive": "adaptive", "none": None}
+"""A file's ``thinking_default`` words and the ``ModelInfo`` value each means (TOML has no null)."""
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def model_info(where: str, table: Any, known: ModelInfo | None, source: str) -> ModelInfo:
@@ -144,17 +161,43 @@ def _count(where: str, key: str, value: Any) -> int:
 
 
 def _feature(where: str, key: str, value: Any) -> Any:
-    if key in ("thinking_default", "retired"):
-        if not (isinstance(value, str) and value.strip()):
-            raise CatalogError(f"[{where}] {key} must be a non-empty string")
-        return value.strip()
+    if key == "thinking_default":
+        if not (isinstance(value, str) and value in THINKING_DEFAULTS):
+            raise CatalogError(f'[{where}] thinking_default must be "adaptive" or "none"')
+        return THINKING_DEFAULTS[value]
+    if key == "thinking_off":
+        if value not in ("disabled", "between_tools"):
+            raise CatalogError(f'[{where}] thinking_off must be "disabled" or "between_tools"')
+        return value
+    if key == "retired":
+        return _retired(where, value)
     if key == "effort":
-        if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
-            raise CatalogError(f"[{where}] effort must be a list of level names")
-        return tuple(value)
+        known = ", ".join(EFFORT_LEVELS)
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise CatalogError(f"[{where}] effort must be a list of levels ({known}), or [] for none")
+        if wrong := [v for v in value if v not in EFFORT_LEVELS]:
+            raise CatalogError(f"[{where}] effort has no level {wrong[0]!r} (the levels: {known})")
+        if len(set(value)) != len(value):
+            raise CatalogError(f"[{where}] effort names a level twice")
+        return tuple(level for level in EFFORT_LEVELS if level in value)  # lowest first, whatever the order
     if not isinstance(value, bool):
         raise CatalogError(f"[{where}] {key} must be true or false")
     return value
+
+
+def _retired(where: str, value: Any) -> str | None:
+    """A retirement date (``YYYY-MM-DD``), or ``false``: not retired (a settings file's way to allow a
+    retired model again, for a server that still serves it)."""
+    if value is False:
+        return None
+    if isinstance(value, date):  # TOML's bare date, 2026-08-05 without quotes
+        return value.isoformat()
+    if isinstance(value, str) and _DATE.fullmatch(value.strip()):
+        try:
+            return date.fromisoformat(value.strip()).isoformat()
+        except ValueError:
+            pass
+    raise CatalogError(f'[{where}] retired must be a date such as "2026-08-05", or false')
 
 
 def _band(where: str, table: Any) -> tuple[int, Price]:
@@ -177,8 +220,9 @@ def _load_builtin() -> tuple[dict[str, Any], dict[str, ModelInfo]]:
     models = raw.pop("models")
     table: dict[str, ModelInfo] = {}
     for name, entry in models.items():
-        missing = [k for k in MODEL_FIELDS if k not in entry and k not in ("long_context", *FEATURE_FIELDS)]
-        # The shipped file gives every field of every model; tests/models/test_catalog_data.py checks.
+        missing = [k for k in MODEL_FIELDS if k not in entry and k not in ("long_context", "retired")]
+        # The shipped file gives every field of every model (``retired`` only where the API retired it);
+        # tests/models/test_catalog_data.py and test_catalog_features.py check.
         if missing:
             raise CatalogError(f'{CATALOG_FILE}: [models."{name}"] lacks {missing[0]!r}')
         table[name] = model_info(f'models."{name}"', entry, None, "")
@@ -218,9 +262,45 @@ def suggest(model: str, table: dict[str, ModelInfo] | None = None) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def lookup(model: str, table: dict[str, ModelInfo] | None = None) -> ModelInfo | None:
-    """The entry for ``model``, or None; ``sim`` follows ``SIM_DEFAULT``, ``sim:<model>`` ``<model>``."""
+def entry_name(model: str, table: Mapping[str, ModelInfo] | None = None) -> str | None:
+    """The name of the entry ``lookup`` answers with for ``model`` (``claude-opus-4-1-20250805`` is
+    ``claude-opus-4-1``; ``sim`` is ``SIM_DEFAULT``), or None."""
     table = CATALOG if table is None else table
     if model == "sim" or model.startswith("sim:"):
         model = model[4:] or SIM_DEFAULT
-    return table.get(model) or table.get(_SNAPSHOT_SUFFIX.sub("", model))
+    for name in (model, _SNAPSHOT_SUFFIX.sub("", model)):
+        if name in table:
+            return name
+    return None
+
+
+def lookup(model: str, table: dict[str, ModelInfo] | None = None) -> ModelInfo | None:
+    """The entry for ``model``, or None; ``sim`` follows ``SIM_DEFAULT``, ``sim:<model>`` ``<model>``.
+    A retired model's entry is answered too: its runs are still priced."""
+    table = CATALOG if table is None else table
+    name = entry_name(model, table)
+    return None if name is None else table[name]
+
+
+_FAMILY = re.compile(r"(?:^|-)(opus|sonnet|haiku|fable|mythos)(?:-|$)")
+
+
+def family(model: str) -> str | None:
+    """The model's family word (``opus``, ``sonnet``, ``haiku``, ``fable``, ``mythos``), or None."""
+    found = _FAMILY.search(model.removeprefix("sim:"))
+    return found.group(1) if found else None
+
+
+def successor(model: str, table: Mapping[str, ModelInfo] | None = None) -> str | None:
+    """The newest model of ``model``'s family that is not retired (by the version numbers in the names:
+    ``claude-opus-5-5`` after ``claude-opus-5`` after ``claude-opus-4-8``), or None when none is."""
+    table = CATALOG if table is None else table
+    kind = family(model)
+    if kind is None:
+        return None
+    candidates = [name for name, info in table.items() if info.retired is None and family(name) == kind]
+    if not candidates:
+        return None
+    return max(
+        candidates, key=lambda name: tuple(int(n) for n in re.findall(r"\d+", _SNAPSHOT_SUFFIX.sub("", name)))
+    )

@@ -8,6 +8,8 @@ typed errors.
 
 from __future__ import annotations
 
+import re
+
 from teamrt.errors import TeamrtError, UserError
 
 
@@ -54,12 +56,56 @@ class NoModel(ModelConfigError):
     """A run named no model, and no key or server is set for the default one."""
 
 
+class RetiredModel(ModelConfigError):
+    """The catalog says the API retired the model (it answers 404): refused before the run starts, in
+    one line naming the retirement date and the newest model of its family."""
+
+
 class ModelAuthError(ModelError):
     """401 or 403: the key is wrong or lacks permission."""
 
 
 class ModelBadRequest(ModelError):
     """400, 404, 413 and the like: the request itself is wrong; retrying will not help."""
+
+
+class EffortUnsupported(ModelConfigError, ValueError):
+    """A request asked for an ``effort`` its model does not take (the catalog's ``effort`` levels). Raised
+    before the call, in one line, rather than dropped: a role that asked for ``low`` to save money should
+    learn that its model cannot, not pay ``high`` in silence."""
+
+
+_TOO_LONG_FIGURES = re.compile(r"\b(\d[\d,]{0,18}) tokens > (\d[\d,]{0,18}) maximum")
+
+
+class ModelContextTooLong(ModelBadRequest):
+    """The prompt does not fit: a 400 "prompt is too long: N tokens > M maximum", or a 413
+    ``request_too_large`` (the body is over the API's size limit). The caller compacts and retries.
+    ``tokens`` and ``limit`` are the figures of the message when it gives them (else None)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        attempts: int = 1,
+        detail: str = "",
+    ) -> None:
+        super().__init__(
+            message, status=status, error_type=error_type, request_id=request_id, attempts=attempts
+        )
+        found = _TOO_LONG_FIGURES.search(detail or message)
+        self.tokens: int | None = int(found.group(1).replace(",", "")) if found else None
+        self.limit: int | None = int(found.group(2).replace(",", "")) if found else None
+
+
+def is_context_too_long(status: int, error_type: str | None, detail: str) -> bool:
+    """Whether an API error says the prompt (or the body) is too big for the model."""
+    if status == 413 or error_type == "request_too_large":
+        return True
+    return status == 400 and detail.lstrip().lower().startswith("prompt is too long")
 
 
 class ModelRateLimited(ModelError):

@@ -22,6 +22,18 @@ block before them in the same message does.
 a model it does not know is assumed to), and in ``extra_body``: the SDK's
 ``messages.create`` has no ``temperature`` argument since anthropic 2.13, while
 the API still reads the field.
+
+``effort`` goes as ``output_config.effort``. A level the catalog says the
+model does not take raises ``EffortUnsupported`` (one line, before any call)
+rather than being dropped: a role set to ``low`` to save money must not run at
+the model's default in silence. A model the catalog does not know gets it as
+asked (the server decides).
+
+``betas`` comes back as the ``betas`` argument of ``client.beta.messages.create``
+(the SDK sends it as the ``anthropic-beta`` header); the provider takes the
+beta client when it is present. ``context_management`` goes as the beta
+method's argument, or, with no beta named, in ``extra_body`` (the plain method
+has no such argument) for the server to refuse or take.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from teamrt.models.catalog import ModelInfo, lookup
+from teamrt.models.errors import EffortUnsupported
 from teamrt.models.tokens import message_blocks, system_blocks
 from teamrt.models.types import Block, ModelRequest
 
@@ -37,8 +50,9 @@ _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 
 def request_params(request: ModelRequest, info: ModelInfo | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``messages.create`` (without ``stream``); ``info`` (default: the
-    catalog's entry for the request's model) says whether the model takes ``temperature``."""
+    """Keyword arguments for ``messages.create`` (``beta.messages.create`` when they hold ``betas``),
+    without ``stream``; ``info`` (default: the catalog's entry for the request's model) says whether the
+    model takes ``temperature`` and which ``effort`` levels. Raises ``EffortUnsupported``."""
     system = system_blocks(request.system)
     tools = list(request.tools)
     messages = [dict(m) for m in request.messages]
@@ -61,9 +75,36 @@ def request_params(request: ModelRequest, info: ModelInfo | None = None) -> dict
     }
     params.update({k: v for k, v in optional.items() if v is not None})
     info = lookup(request.model) if info is None else info
+    extra: dict[str, Any] = {}
     if request.temperature is not None and (info is None or info.sampling):
-        params["extra_body"] = {"temperature": request.temperature}
+        extra["temperature"] = request.temperature
+    if request.effort is not None:
+        _check_effort(request.model, request.effort, info)
+        params["output_config"] = {"effort": request.effort}
+    if request.context_management is not None:
+        if request.betas:
+            params["context_management"] = request.context_management
+        else:
+            extra["context_management"] = request.context_management
+    if request.compaction is not None:  # a compaction request (on demand): its beta is named by the caller
+        if request.betas:
+            params["compaction"] = request.compaction
+        else:
+            extra["compaction"] = request.compaction
+    if request.betas:
+        params["betas"] = list(request.betas)
+    if extra:
+        params["extra_body"] = extra
     return params
+
+
+def _check_effort(model: str, effort: str, info: ModelInfo | None) -> None:
+    if info is None:
+        return
+    if not info.effort:
+        raise EffortUnsupported(f"{model} does not take an effort level (asked for effort {effort!r})")
+    if effort not in info.effort:
+        raise EffortUnsupported(f"{model} takes effort {', '.join(info.effort)}, not {effort!r}")
 
 
 def _count_markers(system: list[Block], tools: list[Block], messages: list[dict[str, Any]]) -> int:

@@ -64,7 +64,9 @@ def _checked(raw: Any, source: str) -> dict[str, ModelInfo]:
 def cost_usd(usage: Usage, info: ModelInfo) -> float:
     """USD for ``usage``; a prompt over the long-context threshold is billed at that tier throughout.
 
-    Cache writes not split by lifetime are billed at the 5-minute rate; web searches at ``WEB_SEARCH_USD``.
+    Cache writes not split by lifetime are billed at the 5-minute rate (those split are billed by their
+    lifetime: a 1-hour write at ``cache_write_1h``); web searches at ``WEB_SEARCH_USD``; each server-side
+    compaction the call ran (``usage.compaction``) on its own usage, its own prompt deciding its band.
     """
     price = info.price
     if info.long_context_from is not None and usage.prompt_tokens > info.long_context_from:
@@ -78,7 +80,8 @@ def cost_usd(usage: Usage, info: ModelInfo) -> float:
         + usage.cache_write_1h * price.cache_write_1h
         + usage.cache_read_input_tokens * price.cache_read
     )
-    return per_million / 1_000_000 + usage.web_search_requests * WEB_SEARCH_USD
+    compactions = sum(cost_usd(step, info) for step in usage.compaction)
+    return per_million / 1_000_000 + usage.web_search_requests * WEB_SEARCH_USD + compactions
 
 
 def worst_cost_usd(info: ModelInfo, input_tokens: int, max_tokens: int) -> float:

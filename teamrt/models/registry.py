@@ -9,6 +9,10 @@
   ``haiku``) name the newest model of their family; without
   ``ANTHROPIC_BASE_URL`` a name the catalog does not know is refused with the
   nearest known one, since Anthropic's API would refuse it only after the key.
+  A model the catalog marks retired (the API answers 404 for it) is refused in
+  one line naming its retirement date and the newest model of its family; a
+  settings file's ``retired = false`` allows it again, for a server that still
+  serves it. Resuming an old run on it is refused the same way.
 
 A run that names no model takes ``default_model()``: Claude when a key or a
 server is set, else one line on how to set one or run offline.
@@ -23,11 +27,20 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from teamrt.models.catalog import DEFAULT_MODEL, lookup, resolve, suggest
-from teamrt.models.errors import MissingAPIKey, NoModel, UnknownModel
+from teamrt.models.catalog import (
+    DEFAULT_MODEL,
+    ModelInfo,
+    entry_name,
+    family,
+    lookup,
+    resolve,
+    successor,
+    suggest,
+)
+from teamrt.models.errors import MissingAPIKey, NoModel, RetiredModel, UnknownModel
 from teamrt.models.pricing import price_table
 from teamrt.models.types import Model
-from teamrt.settings import Settings, load_settings
+from teamrt.settings import Settings, load_settings, settings_path
 
 if TYPE_CHECKING:
     from teamrt.sim import SimServer
@@ -65,6 +78,9 @@ def open_model(name: str, *, settings: Settings | None = None, sim: SimServer | 
             f"unknown model {name!r}{suggest(name, prices)} (teamrt models lists the known ones;"
             " any name goes to a server set by ANTHROPIC_BASE_URL)"
         )
+    info = lookup(name, prices)
+    if info is not None and info.retired is not None:
+        raise RetiredModel(retired_line(name, info, prices))
     from teamrt.models.anthropic_api import AnthropicModel  # the SDK import (~1.5 s) is paid only here
 
     if is_sim(name):
@@ -85,3 +101,19 @@ def open_model(name: str, *, settings: Settings | None = None, sim: SimServer | 
             )
         key = "none"  # local servers often need no key, but the SDK will not send a request without one
     return AnthropicModel(name, api_key=key, base_url=base_url, settings=settings.model, prices=prices)
+
+
+def retired_line(name: str, info: ModelInfo, prices: dict[str, ModelInfo]) -> str:
+    """The one line that refuses a retired model: when, what to use instead, and how to allow it anyway."""
+    entry = entry_name(name, prices) or name
+    newest = successor(entry, prices)
+    if newest is None:
+        instead = "choose a current model (teamrt models lists them)"
+    else:
+        shown = f"sim:{newest}" if is_sim(name) else newest
+        instead = f"use {shown}, the newest {(family(entry) or '').title()} model, instead"
+    line = f"{name} was retired on {info.retired} (Anthropic's API answers 404 for it): {instead}"
+    if is_sim(name):
+        return line  # the simulator follows the API: it has no model to allow
+    allow = f'retired = false under [prices."{entry}"] in {settings_path()}'
+    return f"{line}; a server that still serves it can be allowed with {allow}"

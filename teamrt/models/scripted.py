@@ -3,7 +3,12 @@
     model = ScriptedModel([Reply().call("Read", {"file_path": "a.txt"}), lambda req: Reply().say("done")])
 
 A step is a ``Reply``, a ``ModelResponse``, an exception to raise, or a
-function from the request to one of those. The model fails loudly both ways:
+function from the request to one of those. A ``ModelResponse`` step comes back
+as it is: that is how a test scripts what the API reports beside the content
+(``applied_edits``, ``input_transformations``, a ``compaction`` block with
+``stop_reason="compaction"``, ``rate_limits``). Every request is checked as the
+real provider checks it before a call (``request_params``: an ``effort`` the
+model does not take raises ``EffortUnsupported``). The model fails loudly both ways:
 a call with no step left raises ``ScriptError``, and so does ``aclose`` (or
 ``check_done``) while steps are left over.
 """
@@ -42,6 +47,7 @@ class ScriptedModel:
     async def complete(
         self, request: ModelRequest, *, on_text: OnText | None = None, on_restart: OnRestart | None = None
     ) -> ModelResponse:
+        request_params(request)  # what the real provider refuses before calling, refused here too
         self.requests.append(request)
         if not self._steps:
             raise ScriptError(

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from teamrt.models.pacing import RateLimits
+
 Block = dict[str, Any]
 """A content block (``text``, ``thinking``, ``tool_use``, ``tool_result`` ...) as JSON."""
 
@@ -45,6 +47,9 @@ class ModelRequest:
     """The API's ``context_management`` (server-side context editing and compaction), sent as it is."""
     effort: str | None = None
     """Sent as ``output_config.effort`` (None: the model's default)."""
+    compaction: dict[str, Any] | None = None
+    """The API's ``compaction`` parameter (compaction on demand, beta ``compact-2026-09-04``): the request
+    is answered with a ``compaction`` block alone; never with ``context_management``."""
     betas: tuple[str, ...] = ()
     """Beta features the request uses, sent in the ``anthropic-beta`` header."""
     agent: str = ""
@@ -69,6 +74,10 @@ class Usage:
     cache_write_1h: int = 0
     web_search_requests: int = 0
     """Searches the API's web search tool ran for the call (``usage.server_tool_use``), billed apiece."""
+    compaction: tuple[Usage, ...] = ()
+    """The usage of each server-side compaction the call ran (``usage.iterations`` of type
+    ``compaction``): billed on top, since the API leaves them out of the fields above, and never part of
+    ``prompt_tokens`` (a compaction's input is the context it closed, not the one the call sent)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -101,6 +110,8 @@ class ModelResponse:
     (``context_management.applied_edits``)."""
     input_transformations: list[dict[str, Any]] = field(default_factory=list)
     """Thinking blocks of the request the API dropped (or let through) under its binding rules."""
+    rate_limits: RateLimits | None = None
+    """The account's rate-limit figures the response carried (None: it carried none)."""
 
     @property
     def text(self) -> str:

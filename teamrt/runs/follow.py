@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -264,6 +265,14 @@ def _todos(data: dict[str, Any]) -> str:
     return said
 
 
+def _forecast(data: dict[str, Any]) -> str:
+    """``~$0.4000 for reviewer, reviewer-1 (2 × $0.20: ...)``: a spawn's forecast (``None``: no price)."""
+    usd, agents = data.get("usd"), data.get("agents")
+    priced = isinstance(usd, int | float) and not isinstance(usd, bool) and math.isfinite(usd)
+    names = ", ".join(_text(name) for name in agents) if isinstance(agents, dict) else "?"
+    return f"~{f'${usd:.4f}' if priced else '? (no price)'} for {names} ({_text(data.get('basis', '?'))})"
+
+
 _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "run.created": lambda d: f"task: {_text(d.get('task', ''))}",
     "run.continued": continued_summary,
@@ -290,6 +299,7 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"{_text(d.get('kind', '?'))} {_text(d.get('role') or '')}".rstrip()
         + f": {_text(d.get('reason', '?'))}"
     ),
+    "spawn.forecast": _forecast,
     "ask.answered": _answered,
     "hook": _hook,
     TODOS_EVENT: _todos,

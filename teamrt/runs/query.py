@@ -30,6 +30,7 @@ from teamrt.mailbox import is_name
 from teamrt.models.registry import is_sim
 from teamrt.runs.identity import alone
 from teamrt.runtime.asking import ANSWERED, ASK
+from teamrt.runtime.forecast import SPAWN_FORECAST
 from teamrt.runtime.losses import MAIL_QUARANTINED
 from teamrt.sandbox.bwrap import SANDBOX_EVENT
 from teamrt.store import (
@@ -303,6 +304,8 @@ class Shown:
     """The database's clock at the read, which the heartbeat is aged in (None: this machine's)."""
     set_aside: tuple[EventRecord, ...] = ()
     """The run's ``mail.quarantined`` events: message files damaged on disk (``runtime.lostmail``)."""
+    forecasts: tuple[EventRecord, ...] = ()
+    """The run's ``spawn.forecast`` events: what its spawns were expected to cost (``runs.burndown``)."""
 
 
 def read_shown(run_dir: Path, run_id: str) -> Shown:
@@ -318,6 +321,7 @@ def read_shown(run_dir: Path, run_id: str) -> Shown:
             pending_asks(reader), sandbox_of(reader), db_now=db_now,
             store_behind=integrity.behind(run_dir, run.commits, sidecar) if sidecar is not None else 0,
             set_aside=tuple(reader.events(kinds=(MAIL_QUARANTINED,))),
+            forecasts=tuple(reader.events(kinds=(SPAWN_FORECAST,))),
         )  # fmt: skip
 
 

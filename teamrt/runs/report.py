@@ -21,6 +21,7 @@ from teamrt.models.catalog import SOURCE_DATE, ModelInfo
 from teamrt.models.pricing import cost_for
 from teamrt.models.registry import is_sim
 from teamrt.models.types import Usage as ModelUsage
+from teamrt.runs.burndown import BurnDown, burn_down, burn_down_text
 from teamrt.runs.identity import agent_file, alone, alone_text, definition_name, role_text
 from teamrt.runs.query import (
     CRASHED,
@@ -167,7 +168,8 @@ def _show_lines(
     shown = read_shown(run_dir, run_id)
     run, status = shown.run, shown.status
     more = f"teamrt show {run.id} --full"
-    lines = _header(run, status, now, shown.sandbox, more=None if full else more)
+    burn = burn_down(run, shown.agents, shown.forecasts, run_dir, live=status == "running")
+    lines = _header(run, status, now, shown.sandbox, more=None if full else more, burn=burn)
     lines += [f"agent    {said}"] if (said := alone_text(run, shown.agents)) else []
     if shown.store_behind:
         lines.append(f"store    {store_behind_line(run.id, shown.store_behind)}")
@@ -246,6 +248,7 @@ def show_json(run_dir: Path, run_id: str) -> dict[str, Any]:
         "budget_usd": run.budget_usd,
         "budget_tokens": run.budget_tokens,
         "cost_usd": u.cost_usd,
+        **_burn_json(burn_down(run, shown.agents, shown.forecasts, run_dir, live=shown.status == "running")),
         "simulated": simulated(run),
         "tokens": u.total_tokens,
         "usage": _usage_json(u),
@@ -392,6 +395,11 @@ def _merge_status(merge: MergeRecord, held: set[int]) -> str:
     return "lost" if merge.status == "merged" and merge.id not in held else merge.status
 
 
+def _burn_json(burn: BurnDown) -> dict[str, Any]:
+    """``show --json``'s burn-down: ``reserved_usd`` (None: the run is not live) and ``forecast_usd``."""
+    return {"reserved_usd": burn.reserved_usd, "forecast_usd": burn.forecast_usd}
+
+
 def _kept_worktrees(agents: list[AgentRecord]) -> list[AgentRecord]:
     return [a for a in agents if a.kind == "worktree" and a.workspace and Path(a.workspace).exists()]
 
@@ -404,8 +412,9 @@ def _owned_by(run: RunRecord, status: str) -> str | None:
 
 
 def _header(
-    run: RunRecord, status: str, now: float, sandbox: dict[str, Any] | None, *, more: str | None
-) -> list[str]:
+    run: RunRecord, status: str, now: float, sandbox: dict[str, Any] | None, *, more: str | None,
+    burn: BurnDown | None = None,
+) -> list[str]:  # fmt: skip
     owner = _owned_by(run, status)
     reason = f": {' '.join(run.status_reason.split())}" if run.status_reason else ""
     said = status + (f" ({owner})" if owner else "") + reason
@@ -437,6 +446,11 @@ def _header(
     budgets = [budget_text(run.budget_usd)] if run.budget_usd is not None else []
     budgets += [f"{run.budget_tokens:,} tokens"] if run.budget_tokens is not None else []
     budget = f"budget {', '.join(budgets)}" if budgets else "no budget"
+    if burn is not None and (burn.reserved_usd or burn.forecast_usd):  # calls in flight, agents at work
+        rest = [f"budget {run.budget_tokens:,} tokens"] if run.budget_tokens is not None else []
+        rest += [] if budgets else ["no budget"]
+        lines.append(f"cost     {burn_down_text(burn, simulated(run))}" + "".join(f"; {r}" for r in rest))
+        return lines
     lines.append(f"cost     {money(u.cost_usd, simulated(run))}; {budget}")
     return lines
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,16 +10,18 @@ from typing import Any
 
 from teamrt.mailbox import Inbox
 from teamrt.models.catalog import ModelInfo
+from teamrt.models.levers import REPLY_TOKENS
 from teamrt.models.types import Model, OnRestart, OnText
 from teamrt.runtime.asking import Asker
 from teamrt.runtime.budget import Budget
+from teamrt.runtime.compaction import ContextPolicy
 from teamrt.runtime.hooks import AgentHooks
 from teamrt.runtime.stream import TextStream
 from teamrt.store import Store
 from teamrt.tools.base import Tool, ToolContext
 from teamrt.tools.permissions import Permissions
 
-DEFAULT_MAX_TOKENS = 8192
+DEFAULT_MAX_TOKENS = REPLY_TOKENS
 
 
 @dataclass
@@ -43,6 +46,11 @@ class AgentSpec:
     """The role's ``output_config.effort`` (None: the model's default)."""
     compact_at: int | None = None
     """The role's compaction trigger in input tokens (None: chosen from the model's prices)."""
+    context: ContextPolicy | None = None
+    """How the agent's context is kept (None: ``ContextPolicy.for_model``, with ``compact_at``)."""
+    cache: str = "auto"
+    """The prompt cache's lifetime: ``auto`` (chosen from the agent's waits, ``runtime.cachettl``), ``5m``
+    or ``1h``."""
     persistent: bool = False
     """A teammate: when it has nothing to do it idles until mail comes, instead of ending."""
 
@@ -71,6 +79,8 @@ class AgentEnv:
     """Where the agent's text goes as it streams, for watchers (``runs/<run>/stream/<agent>``)."""
     hooks: AgentHooks | None = None
     """The Claude Code hooks that run at its events (``teamrt.runtime.hooks``); None: none."""
+    clock: Callable[[], float] = time.monotonic
+    """Seconds, for timing its waits for mail (which choose its cache's lifetime); tests pass their own."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ idling, a worktree's overlap check) goes to the supervisor, through
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,8 +30,10 @@ from teamrt.mailbox.watcher import Watcher
 from teamrt.mcp.config import McpConfig
 from teamrt.mcp.servers import McpServers
 from teamrt.models import Model, lookup, open_model, price_table
+from teamrt.models.catalog import ModelInfo
+from teamrt.models.levers import default_effort, effort_problem, thinking_problem, thinking_request
 from teamrt.models.types import OnText
-from teamrt.runtime.agent import AgentEnv, AgentSpec
+from teamrt.runtime.agent import DEFAULT_MAX_TOKENS, AgentEnv, AgentSpec
 from teamrt.runtime.asking import HumanAsker
 from teamrt.runtime.budget import Budget, role_budget
 from teamrt.runtime.hooks import RunHooks
@@ -51,6 +54,11 @@ from teamrt.tools.permissions import Permissions, Rules, Verdict
 from teamrt.tools.team import TeamServices, team_tools
 from teamrt.tools.web.search import WebSearch
 from teamrt.worktree import Checkout, Worktrees
+
+log = logging.getLogger(__name__)
+
+REVIEWER = "reviewer"
+"""The built-in reviewer's definition: its roles get a reviewer's cheap effort when they set none."""
 
 
 class AgentHost(Protocol):
@@ -154,7 +162,7 @@ class Assembly:
             await self.store.append_event("worktree.created", {"base": checkout.base}, agent=name)
         epoch = await self.store.begin_epoch(name)
         if fork_of is not None:
-            spec = dataclasses.replace(fork_of.loop.spec, name=name, role=role.name, persistent=False)
+            spec = fork_spec(fork_of.loop.spec, name, role.name)
         else:
             await self.mcp.prepare(self.mcp.servers_for(definition))
             spec = self.spec(name, role, definition, model_name, persistent=kind == "team")
@@ -201,6 +209,8 @@ class Assembly:
         self, name: str, role: Role, definition: AgentDefinition, model_name: str, *, persistent: bool
     ) -> AgentSpec:
         tools = self._tools_for(definition, role)
+        info = lookup(model_name, self._prices)
+        levers = role_levers(self.team, role, definition, model_name, info)
         return AgentSpec(
             name=name,
             model=self.model(model_name),
@@ -208,11 +218,12 @@ class Assembly:
             system=self._with_memory(self._system(role, definition, "Bash" in tools)),
             tools=tools,
             permissions=self._permissions(role, definition),
-            info=lookup(model_name, self._prices),
+            info=info,
             role=role.name,
             team=self.team.name,
             max_turns=role.max_turns or definition.max_turns,
             persistent=persistent,
+            **levers,
         )
 
     def _system(self, role: Role, definition: AgentDefinition, bash: bool) -> str:
@@ -333,6 +344,43 @@ class Assembly:
         blocked = [f"MCP server {b.config.name!r} ({b.config.source}) does not start: {b.reason}"
                    for b in config.blocked.values()]  # fmt: skip
         return [*config.problems, *blocked]
+
+
+def role_levers(
+    team: Team, role: Role, definition: AgentDefinition, model: str, info: ModelInfo | None
+) -> dict[str, Any]:
+    """``AgentSpec``'s effort, thinking, max_tokens, compact_at and cache for ``role`` on ``model``: the
+    role's settings, else (effort) its agent file's, else the team's; without one, a reviewer's effort is
+    cheap (``default_effort``). The
+    team file checked them against the model it named; one the model of this agent does not take (the
+    command line named another) is left out with a warning, never sent for the API to refuse."""
+    effort = role.effort or definition.effort or team.effort  # as a model is chosen: role, file, team
+    thinking = team.lever(role, "thinking")
+    if effort is not None and (problem := effort_problem(effort, model, info)) is not None:
+        log.warning("%s: %s; the model's default effort applies", role.name, problem)
+        effort = None
+    if effort is None:
+        effort = default_effort(info, reviewer=definition.name == REVIEWER)
+    if thinking is not None and (problem := thinking_problem(thinking, model, info)) is not None:
+        log.warning("%s: %s; the model's default thinking applies", role.name, problem)
+        thinking = None
+    thinking_param, max_tokens = thinking_request(thinking, info, DEFAULT_MAX_TOKENS, agent=role.name)
+    return {
+        "effort": effort,
+        "thinking": thinking_param,
+        "max_tokens": max_tokens,
+        "compact_at": team.lever(role, "compact_at"),
+        "cache": team.lever(role, "cache") or "auto",
+    }
+
+
+def fork_spec(parent: AgentSpec, name: str, role: str) -> AgentSpec:
+    """A fork's spec: its parent's, ending when it answers. Its effort and thinking stay its parent's:
+    the API keys the cached prefix on the top-level ``output_config`` (docs, "Per-message effort": only an
+    effort-only system message in ``messages`` keeps the prefix), so a fork at a cheaper top-level effort
+    would write its parent's whole history again at 1.25x instead of reading it at 0.1x, costing far
+    more than the effort saves."""
+    return dataclasses.replace(parent, name=name, role=role, persistent=False)
 
 
 def _tee(*sinks: OnText) -> OnText:

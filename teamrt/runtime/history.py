@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from teamrt.models.catalog import ModelInfo
 from teamrt.models.types import Block, Message
+from teamrt.runtime.context import rebound
 from teamrt.store import TurnRecord
 
 
-def rebuild(turns: list[TurnRecord]) -> list[Message]:
-    """The messages as the agent last had them: a ``compaction`` turn replaces all before it."""
+def rebuild(turns: list[TurnRecord], info: ModelInfo | None = None) -> list[Message]:
+    """The messages as the agent last had them: a ``compaction`` turn replaces all before it.
+
+    On a model that binds replayed thinking blocks to their prefix (``info.binds_thinking``), a
+    compaction's thinking blocks whose prefix it changed are stripped. teamrt now keeps them stripped;
+    runs kept before it did not, and would be refused on resume."""
+    binds_thinking = bool(info and info.binds_thinking)
     messages: list[Message] = []
     for turn in turns:
         if turn.role == "compaction":
-            messages = [dict(m) for m in turn.content]
+            compacted = [dict(m) for m in turn.content]
+            messages = rebound(messages, compacted) if binds_thinking else compacted
         elif turn.role != "assistant":
             messages.append({"role": turn.role, "content": turn.content})
         elif content := replayable(turn.content):

@@ -24,8 +24,9 @@ from teamrt.errors import TeamrtError
 from teamrt.events import AGENT_ENDED, AgentEnd
 from teamrt.mailbox import Message
 from teamrt.models import ModelError, ModelRequest, ModelResponse
+from teamrt.models.errors import ModelContextTooLong
 from teamrt.models.pricing import worst_cost_usd
-from teamrt.models.tokens import message_tokens, request_tokens
+from teamrt.models.tokens import request_tokens
 from teamrt.models.types import Block
 from teamrt.procs import process_start_time
 from teamrt.runtime import context
@@ -33,7 +34,10 @@ from teamrt.runtime import hooks as hooking
 from teamrt.runtime.agent import AgentEnv, AgentSpec, Outcome
 from teamrt.runtime.asking import Ask
 from teamrt.runtime.budget import BudgetExhausted, Reservation
+from teamrt.runtime.cachettl import WaitHistory, choose_ttl
+from teamrt.runtime.compaction import LIMIT_MARGIN, ContextPolicy, cleared_tokens
 from teamrt.runtime.history import replayable
+from teamrt.runtime.sizing import RequestSizer
 from teamrt.runtime.spill import bound_results
 from teamrt.runtime.surrogates import scrubbed
 from teamrt.store import FinishedCall, IngestedMail, NewEvent, ToolUse, Usage
@@ -44,8 +48,6 @@ from teamrt.tools.permissions import Verdict
 log = logging.getLogger(__name__)
 
 MAX_PARALLEL_READS = 10
-ESTIMATE_MARGIN = 1.3
-"""teamrt counts tokens approximately; a real model's count may be this much higher."""
 
 
 class ContextExhausted(TeamrtError):
@@ -61,11 +63,12 @@ class AgentLoop:
         self.epoch = epoch
         self.messages: list[Any] = list(messages or [])
         self.turns = 0
-        self._failed_compactions = 0
-        self._fixed_tokens = request_tokens(
-            {"tools": [tool_param(t) for t in spec.tools.values()], "system": spec.system}
-        )
-        self._history_tokens = sum(message_tokens(m) for m in self.messages)
+        self._failed_compactions = 0  # in a row; at MAX_FAILED_COMPACTIONS only the limit makes it compact
+        self._policy: ContextPolicy | None = spec.context  # None: chosen at the first request
+        self._window_cap: int | None = None  # the input limit a "prompt is too long" answer revealed
+        fixed = request_tokens({"tools": [tool_param(t) for t in spec.tools.values()], "system": spec.system})
+        measured = spec.context is None or spec.context.measured
+        self._sizer = RequestSizer(fixed, self.messages, measured=measured)
         self._waiting: list[Message] = []  # mail seen after the model's last turn, ingested next
         self._task: asyncio.Task[Outcome] | None = None
         self._stopping: str | None = None
@@ -75,6 +78,7 @@ class AgentLoop:
         self._unfinished: set[str] = set()  # tool calls of the last turn whose result is not kept yet
         self._paused = False  # the last turn ended ``pause_turn``: the API paused it mid-way
         self._clamp_said = False
+        self._waits = WaitHistory(env.store, spec.name)  # waits for mail: they choose the cache's lifetime
 
     @property
     def _max_tokens(self) -> int:
@@ -194,7 +198,7 @@ class AgentLoop:
         self.turns = len(said)
         if self.messages and self.messages[-1]["role"] == "assistant":
             kept = [t for t in self.env.store.reader.turns(self.spec.name) if t.role == "assistant"]
-            self._paused = bool(kept) and kept[-1].stop_reason == "pause_turn"
+            self._paused = bool(kept) and kept[-1].stop_reason in ("pause_turn", "compaction")
         for message in reversed(said):
             text = "".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
             if text:
@@ -250,16 +254,19 @@ class AgentLoop:
         """Wait for mail, spending no tokens, and wake at once; False if there is nothing to wait for.
 
         A parent idles only while a child is busy. It re-checks after saying it idles: a child
-        that went idle just before that could not have told it, and one after will.
+        that went idle just before that could not have told it, and one after will. A wait is timed
+        and kept (``agent.waited``): the agent's waits choose its cache's lifetime (``_build``).
         """
         assert self.env.inbox is not None, "an agent that idles needs an inbox"
         if await hooking.idle_blocked(self):  # a TeammateIdle hook keeps a teammate working
             return True
+        began = self.env.clock()  # the wait begins as the agent says it idles
         await self.env.store.set_agent_status(self.spec.name, "idle")
         if self.env.on_idle is not None:
             self.env.on_idle(True)
         if self.spec.persistent or (self.env.keep_waiting is not None and self.env.keep_waiting()):
             self._waiting.append(await self.env.inbox.next())
+            await self._waits.record(self.env.clock() - began, self._size())
         elif not self._mail_waiting():  # a child's last report may have come in meanwhile
             return False
         if self.env.on_idle is not None:
@@ -305,35 +312,130 @@ class AgentLoop:
     # -- the model --------------------------------------------------------------
 
     async def _request(self) -> ModelRequest:
-        """The next request, compacting the history first when it would not fit."""
-        window = self.spec.info.context_window if self.spec.info else 200_000
-        limit = context.limit_for(window, self._max_tokens)
-        if self._size() <= limit:
-            return self._build()
-        cleared = context.clear_old_tool_results(self.messages)
+        """The next request, the history compacted first when it would pass the policy's bound."""
+        bound = self._bound()
+        if await self._over(bound):
+            await self._compact(bound)
+        return self._managed(self._build())
+
+    @property
+    def context_policy(self) -> ContextPolicy:
+        """How this agent's context is kept: the spec's, else chosen for its model (``compaction``)."""
+        if self._policy is None:
+            spec = self.spec
+            self._policy = ContextPolicy.for_model(spec.info, self._max_tokens, spec.compact_at)
+        return self._policy
+
+    def _bound(self) -> int:
+        """The size past which the loop compacts: the trigger (the limit once ``MAX_FAILED_COMPACTIONS``
+        compactions in a row could not get under it), never past a window the API revealed."""
+        policy = self.context_policy
+        open_breaker = self._failed_compactions >= context.MAX_FAILED_COMPACTIONS
+        bound = policy.limit if open_breaker else policy.trigger
+        return bound if self._window_cap is None else min(bound, self._window_cap)
+
+    def _managed(self, request: ModelRequest) -> ModelRequest:
+        """``request`` with the policy's betas and ``context_management`` (the API's clearing), if any. On
+        ``on_demand`` models there is no ``context_management``: the API refuses it with ``compaction``, and
+        a compaction request must send the very prompt the agent's cache holds."""
+        policy = self.context_policy
+        if not policy.betas:
+            return request
+        betas = tuple(dict.fromkeys([*request.betas, *policy.betas]))
+        return replace(request, context_management=policy.context_management, betas=betas)
+
+    async def _over(self, bound: int) -> bool:
+        """Whether the next request would pass ``bound``; near it on an estimate, ``count_tokens`` decides."""
+        if self._size() <= bound:
+            return False
+        if not self._sizer.uncertain:
+            return True
+        try:
+            self._sizer.counted(await self.spec.model.count_tokens(self._build()))
+        except ModelError as e:  # no count to be had: the estimate, which errs high, decides
+            log.info("%s: count_tokens failed (%s); compacting on the estimate", self.spec.name, e)
+            return True
+        return self._size() > bound
+
+    async def _compact(self, bound: int) -> None:
+        """Bring the history under ``bound``, cheapest layer first (``context``); raises
+        ``ContextExhausted`` when ``MAX_FAILED_COMPACTIONS`` summaries in a row leave it over the limit."""
+        policy, spec = self.context_policy, self.spec
+        limit = policy.limit if self._window_cap is None else min(policy.limit, self._window_cap)
+        if policy.strategy == "on_demand":
+            compacted = await self._compact_on_demand()
+            if compacted and not await self._over(bound):
+                self._failed_compactions = 0
+                return
+            self._failed_compactions += 1  # no summary, or not enough: teamrt's layers (the breaker counts)
+            if compacted and not await self._over(limit):
+                return
+        manual = (spec.thinking or {}).get("type") == "enabled"
+        recap = policy.binds_thinking and manual  # a stripped last turn would lack its leading thinking
+        own = not recap and policy.strategy != "editing"  # ``editing``: the API's clearing is the cheap layer
+        cleared = context.clear_old_tool_results(self.messages) if own else None
         if cleared is not None:
             await self._replace_history(cleared, "cleared old tool results")
-            if self._size() <= limit:
-                return self._build()
-        while self._failed_compactions < context.MAX_FAILED_COMPACTIONS:
-            ask = context.summary_request(self._build(), self._max_tokens)
-            summary = await self._call_model(ask)
-            await self._replace_history(context.summarised(self.messages, summary.text), "summarised")
-            if self._size() <= limit:
+            if not await self._over(int(bound * context.CLEARED_ENOUGH)):
                 self._failed_compactions = 0
-                return self._build()
+                return
+        while self._failed_compactions < context.MAX_FAILED_COMPACTIONS:
+            summary = await self._summary()
+            await self._replace_history(context.summarised(self.messages, summary, recap=recap), "summarised")
+            if not await self._over(bound):
+                self._failed_compactions = 0
+                return
             self._failed_compactions += 1
+            if not await self._over(limit):
+                return  # over the trigger, under the limit: the agent goes on
         raise ContextExhausted(
             f"the context stays over {limit:,} tokens after {context.MAX_FAILED_COMPACTIONS} compactions"
         )
 
+    async def _compact_on_demand(self) -> bool:
+        """Compaction on demand (compaction-on-demand, compaction-background): the agent's last request sent
+        again with the ``compaction`` parameter, so it reads that request's cache, and the returned block
+        swapped in for the messages sent; the reply to that request and what answered it stay after the
+        block, their thinking valid (compaction-thinking-blocks). False when no summary came back (the
+        stop reason is not ``compaction``, or the block's content is null) or the history is too long even
+        to compact: the full history is kept and teamrt's own layers run."""
+        sent = context.compaction_split(self.messages)
+        request = self._managed(self._build())
+        ask = replace(request, messages=list(self.messages[:sent]), compaction=self.context_policy.compaction)
+        try:
+            answer = await self._complete(ask)
+        except ModelContextTooLong as e:
+            log.info("%s: the compaction request was too long (%s); teamrt compacts", self.spec.name, e)
+            return False
+        await self.env.store.add_usage(self.spec.name, _stored_usage(answer))
+        block = context.summary_of(answer.content) if answer.stop_reason == "compaction" else None
+        if block is None:
+            log.info("%s: compaction on demand returned no summary (stop_reason %s); teamrt compacts",
+                     self.spec.name, answer.stop_reason)  # fmt: skip
+            return False
+        await self._replace_history(context.swapped(self.messages, sent, block), "server")
+        return True
+
+    async def _summary(self) -> str:
+        """The model's summary of the work so far, asked in a request that reads its cached prefix; asked
+        once more if it called a tool and wrote nothing."""
+        policy = self.context_policy
+        ask = context.summary_request(self._build(), self._max_tokens, tool_choice=policy.summary_tool_choice)
+        answer = await self._complete(ask)
+        await self.env.store.add_usage(self.spec.name, _stored_usage(answer))
+        if not answer.text.strip() and answer.tool_uses:
+            answer = await self._complete(context.summary_again(ask, answer))
+            await self.env.store.add_usage(self.spec.name, _stored_usage(answer))
+        return answer.text
+
     def _size(self) -> int:
-        """The next request's input tokens (teamrt's approximation), kept up to date as turns are added."""
-        return self._fixed_tokens + self._history_tokens
+        """The next request's input tokens: the API's last count plus an estimate of what came since
+        (``sizing``), kept up to date as turns are added."""
+        return self._sizer.size
 
     def _add_message(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
-        self._history_tokens += message_tokens(message)
+        self._sizer.added(message)
 
     def _build(self) -> ModelRequest:
         spec = self.spec
@@ -344,14 +446,41 @@ class AgentLoop:
             system=spec.system,
             tools=[tool_param(t) for t in spec.tools.values()],
             thinking=spec.thinking,
+            effort=spec.effort,
+            cache_ttl=choose_ttl(self._waits.waits, spec.info, spec.cache),
             agent=spec.name,
             role=spec.role,
             team=spec.team,
         )
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
+        """One call of the agent's conversation. A "prompt is too long" answer, or a reply the window cut
+        (``model_context_window_exceeded``), compacts the history and asks again, at most
+        ``MAX_FAILED_COMPACTIONS`` times."""
+        for _ in range(context.MAX_FAILED_COMPACTIONS):
+            try:
+                response = await self._complete(request)
+            except ModelContextTooLong as e:
+                tokens = e.tokens or self._size()
+                if e.limit is not None:  # the API's window is smaller than the catalog said
+                    self._window_cap = e.limit - self._max_tokens - e.limit // LIMIT_MARGIN
+                reason = str(e)
+            else:
+                if response.stop_reason != "model_context_window_exceeded":
+                    return response
+                tokens = response.usage.prompt_tokens
+                reason = f"the reply was cut by the context window at {tokens:,} input tokens"
+            log.info("%s: %s; compacting", self.spec.name, reason)
+            self._sizer.counted(tokens)
+            await self._compact(min(self._bound(), tokens * 3 // 4))  # forced: at least a quarter off
+            request = self._managed(self._build())
+        raise ContextExhausted(
+            f"the model still found the context too long after {context.MAX_FAILED_COMPACTIONS} compactions"
+        )
+
+    async def _complete(self, request: ModelRequest) -> ModelResponse:
         """One call, its worst case reserved against every budget first."""
-        tokens = int(self._size() * ESTIMATE_MARGIN)
+        tokens = self._size()
         info = self.spec.info
         usd = worst_cost_usd(info, tokens, request.max_tokens) if info else 0.0
         reservation = Reservation(self.env.budgets, tokens + request.max_tokens, usd)
@@ -372,14 +501,7 @@ class AgentLoop:
 
     async def _append_assistant(self, response: ModelResponse) -> None:
         uses = [ToolUse(b["id"], b["name"], b["input"], self._read_only(b)) for b in response.tool_uses]
-        u = response.usage
-        usage = Usage(
-            u.input_tokens,
-            u.output_tokens,
-            u.cache_creation_input_tokens,
-            u.cache_read_input_tokens,
-            response.cost_usd or 0.0,
-        )
+        usage = _stored_usage(response)
         await self.env.store.append_turn(
             self.spec.name,
             epoch=self.epoch,
@@ -392,17 +514,29 @@ class AgentLoop:
         )
         if content := replayable(response.content):
             self._add_message({"role": "assistant", "content": content})
+        self._sizer.answered(response.usage)
         self._unfinished = {use.id for use in uses}
+        # paused by the API (a long server-tool turn): sent back as it is to go on
         self._paused = response.stop_reason == "pause_turn"
         self.turns += 1
+        if response.applied_edits:
+            cleared = cleared_tokens(response.applied_edits)
+            data = {"how": "edited", "messages": len(self.messages), "cleared_input_tokens": cleared,
+                    "edits": response.applied_edits}  # fmt: skip
+            await self.env.store.append_event("agent.compacted", data, agent=self.spec.name)
 
     async def _replace_history(self, messages: list[Any], how: str) -> None:
-        event = NewEvent("agent.compacted", {"how": how, "messages": len(messages)})
+        """Keep ``messages`` as the agent's history from now on (a ``compaction`` turn). On a model that
+        binds thinking, the thinking blocks whose prefix changed are stripped first: the API refuses them."""
+        if self.context_policy.binds_thinking:
+            messages = context.rebound(self.messages, messages)
+        data = {"how": how, "messages": len(messages), "tokens_before": self._size()}
+        event = NewEvent("agent.compacted", data)
         await self.env.store.append_turn(
             self.spec.name, epoch=self.epoch, role="compaction", content=messages, events=[event]
         )
         self.messages = messages
-        self._history_tokens = sum(message_tokens(m) for m in messages)
+        self._sizer.replaced(messages)
 
     # -- tools -------------------------------------------------------------------
 
@@ -498,6 +632,20 @@ class AgentLoop:
             AGENT_ENDED[status], {"turns": self.turns, "reason": reason}, agent=self.spec.name
         )
         return Outcome(status, answer, self.turns, reason)
+
+
+def _stored_usage(response: ModelResponse) -> Usage:
+    """A call's usage as the store keeps it: the tokens of the server-side compactions it ran (``usage.
+    iterations``, billed on top) added in, and its whole cost."""
+    u = response.usage
+    steps = (u, *u.compaction)
+    return Usage(
+        sum(s.input_tokens for s in steps),
+        sum(s.output_tokens for s in steps),
+        sum(s.cache_creation_input_tokens for s in steps),
+        sum(s.cache_read_input_tokens for s in steps),
+        response.cost_usd or 0.0,
+    )
 
 
 def _result_block(call_id: str, result: ToolResult) -> Block:

@@ -26,7 +26,7 @@ from teamrt.events import SUPERVISOR
 from teamrt.mcp.servers import PROCESS, McpServers, kill_leftover_servers
 from teamrt.models.types import Block
 from teamrt.runtime.agent import Outcome
-from teamrt.runtime.assembly import Assembly
+from teamrt.runtime.assembly import Assembly, fork_spec
 from teamrt.runtime.budget import Budget
 from teamrt.runtime.diskfull import DiskHalt
 from teamrt.runtime.history import rebuild, unanswered_calls
@@ -147,7 +147,7 @@ class Restoring:
         tools = self.assembly.tools_context(record.kind, record.parent, checkout)
         parent = self.members.get(record.parent or "")
         if record.kind == "fork" and parent is not None:
-            spec = dataclasses.replace(parent.loop.spec, name=record.name, role=role.name, persistent=False)
+            spec = fork_spec(parent.loop.spec, record.name, role.name)
         else:
             definition = self.definitions.get(role.agent) or kept_definition(record.definition)  # gone since
             await self.mcp.prepare(self.mcp.servers_for(definition))
@@ -155,7 +155,7 @@ class Restoring:
                 record.name, role, definition, record.model, persistent=record.kind == "team"
             )
         epoch = record.epoch if ended else await self.store.begin_epoch(record.name)
-        messages = rebuild(reader.turns(record.name))
+        messages = rebuild(reader.turns(record.name), spec.info)
         if record.kind == "fork" and not messages and parent is not None:  # caught before its copy was kept
             messages = list(parent.loop.messages)
             await self.store.append_turn(record.name, epoch=epoch, role="compaction", content=messages)
@@ -336,7 +336,7 @@ class Restoring:
     async def restart(self, member: Member, why: str) -> list[Block] | None:
         """A fresh loop for ``member`` from its kept turns; calls left without a result get an error."""
         epoch = await self.store.begin_epoch(member.name)
-        messages = rebuild(self.store.reader.turns(member.name))
+        messages = rebuild(self.store.reader.turns(member.name), member.loop.spec.info)
         results: list[Block] = []
         for call in unanswered_calls(messages):
             text = f"the call failed ({why}); you were restarted, and it did not finish"

@@ -16,6 +16,12 @@ not spawn (its tools list stays its parent's, or the cache is lost).
 Worktree children get a checkout of their own (``teamrt.worktree``), and a
 first turn that says where they work and how their work lands (``landing``).
 Forks and teammates work in their parent's workspace.
+
+Before any child is made, the spawn's cost is forecast (``teamrt.runtime.forecast``)
+and the spawning agent's ``Spawn`` rules judge it: one in its deny list refuses
+the spawn, one in its ask list asks the person (the ask shows the forecast and
+its basis), as a call's rules do. The forecast of the children made is recorded
+(``spawn.forecast``) for the run's burn-down.
 """
 
 from __future__ import annotations
@@ -26,24 +32,32 @@ import itertools
 from pathlib import Path
 from typing import Final
 
+from teamrt.agents import choose_model
 from teamrt.mailbox import Mailbox
 from teamrt.mailbox.mailbox import MailNotDelivered
+from teamrt.models import lookup, price_table
+from teamrt.models.tokens import request_tokens, text_tokens
 from teamrt.models.types import Block
 from teamrt.runtime.agent import Outcome
+from teamrt.runtime.asking import Ask
 from teamrt.runtime.assembly import Assembly
 from teamrt.runtime.diskfull import DiskHalt
+from teamrt.runtime.forecast import SPAWN_FORECAST, Child, Forecast, forecast
 from teamrt.runtime.lostmail import LostMail
 from teamrt.runtime.member import Member, Runner
 from teamrt.store import Store
 from teamrt.team import Team
-from teamrt.tools.base import ToolError
+from teamrt.tools.base import ToolError, tool_param
 from teamrt.tools.names import canonical
+from teamrt.tools.permissions import Verdict
 from teamrt.tools.team import task_spawn
 from teamrt.worktree import GitError, Worktrees
 
 WORKTREE_NOTE_END = " Write only inside your worktree.\n\n"
 """Where teamrt's word on a worktree agent's checkout ends in its first message, and its directive begins."""
 FORK_PLACEHOLDER = "Forked: you are one of the children this call started. Your directive follows."
+SPAWN_RULE_TOOL: Final = "Spawn"
+"""The name a spawn's ask is made under: the name of the rules that ask about it."""
 SPAWN_FAILED: Final = "spawn.failed"
 """The event of a spawn refused or failed: its agent, kind, role and reason (the caller gets a tool error)."""
 
@@ -105,6 +119,8 @@ class Spawning:
             )
         if kind in ("team", "worktree", "task") and (role is None or role not in self.team.roles):
             raise ToolError(f"role must be one of: {', '.join(sorted(self.team.roles)) or '(none)'}")
+        expected = self.forecast(caller, kind, role, directives)
+        await self._approve(caller, kind, role, directives, expected)
         children: list[tuple[Member, str]] = []
         for directive in directives:
             try:
@@ -122,6 +138,8 @@ class Spawning:
                 await self._abandon([c for c, _ in children], f"not started: {e}")
                 raise ToolError(f"could not create a worktree for a {role}: {e}") from e
             children.append((child, directive))
+        names = [c.name for c, _ in children]
+        await self.store.append_event(SPAWN_FORECAST, expected.data(names), agent=parent)
         for child, directive in children:
             child.background = not wait
             self.runner.start(child, self.first_turn(caller, child, directive))
@@ -132,6 +150,58 @@ class Spawning:
             return f"started {', '.join(c.name for c, _ in children)}; each result will arrive as mail"
         await asyncio.gather(*(c.settled for c, _ in children))  # a teammate: until its first answer
         return "\n\n".join(self.answer(c) for c, _ in children)
+
+    def forecast(self, caller: Member, kind: str, role: str | None, directives: list[str]) -> Forecast:
+        """What the children of ``caller``'s spawn are expected to cost (``teamrt.runtime.forecast``): a
+        fork's prefix is ``caller``'s conversation, in the cache already; a fresh child's its system prompt,
+        tools and directive."""
+        directive = round(sum(text_tokens(d) for d in directives) / max(1, len(directives)))
+        if kind == "fork":
+            spec, spec_role = caller.loop.spec, self.team.lead
+            model, info, max_turns = spec.model_name, spec.info, spec.max_turns
+            tools = [tool_param(t) for t in spec.tools.values()]
+            prefix = request_tokens({"tools": tools, "system": spec.system, "messages": caller.loop.messages})
+        else:
+            spec_role = self.team.roles[role or ""]
+            definition = self.assembly.definitions.get(spec_role.agent)
+            prompt = definition.prompt if definition is not None else ""
+            named = definition.tools if definition is not None else None
+            model = (
+                choose_model(spec_role.model, definition, self.team.model) if definition else self.team.model
+            )
+            info = lookup(model, price_table(self.assembly.settings))
+            max_turns = spec_role.max_turns or (definition.max_turns if definition is not None else None)
+            tools = [tool_param(t) for n, t in self.assembly.host.tools.items()
+                     if named is None or canonical(n) is None or canonical(n) in named]  # fmt: skip
+            system = f"{prompt}\n\n{self.assembly.memory.text}" if self.assembly.memory.text else prompt
+            prefix = request_tokens({"tools": tools, "system": system})
+        child = Child(
+            label="fork" if kind == "fork" else spec_role.name, model=model, info=info,
+            prefix_tokens=prefix + directive, cached=kind == "fork", max_turns=max_turns,
+            budget_usd=spec_role.budget_usd, budget_tokens=spec_role.budget_tokens,
+        )  # fmt: skip
+        left = self.assembly.run_budget.left_usd()
+        return forecast(child, len(directives), self.store.reader.agents(), run_left_usd=left)
+
+    async def _approve(
+        self, caller: Member, kind: str, role: str | None, directives: list[str], expected: Forecast
+    ) -> None:
+        """Let the spawn go on, or raise a ToolError saying why not: ``caller``'s ``Spawn`` rules judge its
+        forecast; a deny rule refuses it, an ask rule asks the person (as a call's ask: recorded, answered
+        at the terminal, by ``teamrt answer`` or by the run's policy)."""
+        label = "fork" if kind == "fork" else role or ""
+        decision = caller.loop.spec.permissions.spawn_decision(label, expected.usd, expected.text())
+        if decision is None:
+            return
+        if decision.verdict is Verdict.DENY:
+            raise ToolError(f"permission denied: {decision.reason}")
+        asked = {"kind": kind, "role": role, "directives": directives}
+        answer = await caller.loop.env.asker(Ask(caller.name, SPAWN_RULE_TOOL, asked, decision.reason))
+        if not answer.allowed:
+            said = (
+                answer.reason if decision.reason in answer.reason else f"{decision.reason}; {answer.reason}"
+            )
+            raise ToolError(f"permission denied: {said}")
 
     async def child(self, caller: Member, kind: str, role: str | None) -> Member:
         """A new child of ``caller``, added to the run, not started."""

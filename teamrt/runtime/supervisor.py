@@ -108,7 +108,7 @@ class Supervisor:
         self.watcher = open_watcher()
         self.models: dict[str, Model] = dict(models or {})
         self.worktrees = worktrees
-        self.run_budget = run_budget(team.budget_tokens, team.budget_usd)
+        self.run_budget = run_budget(team.budget_tokens, team.budget_usd, run_dir=run_dir)
         self.asker = HumanAsker(store, policy=team.on_ask, wait_s=team.ask_wait)
         self.notifier = RunNotifier(
             store, project=project, hooks=hooks.hooks, settings=settings.notify, budget=self.run_budget,

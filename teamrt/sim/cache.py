@@ -5,7 +5,9 @@
   and including it. ``tool_choice`` and ``thinking`` enter the key where the
   messages begin: changing them loses the conversation's entries, not the
   tools' or the system's.
-- A block with ``cache_control`` is a breakpoint (at most 4). For each
+- A block with ``cache_control`` is a breakpoint (at most 4); a top-level
+  ``cache_control`` marks the last cacheable block (not a thinking block) and
+  takes one of the 4 unless that block is marked already. For each
   breakpoint, the position itself and up to 20 positions before it are
   looked up; the longest live entry found is read.
 - Every breakpoint after the read position whose prefix reaches the model's
@@ -58,14 +60,17 @@ def render(params: dict[str, Any]) -> list[Position]:
     """The positions of a request body, in the API's order."""
     digest = hashlib.sha256(str(params.get("model", "")).encode())
     positions: list[Position] = []
+    cacheable = -1  # the last position a top-level cache_control may mark
     tokens = 0
 
     def add(tag: bytes, block: dict[str, Any]) -> None:
-        nonlocal tokens
+        nonlocal tokens, cacheable
         data = canonical(block)
         digest.update(tag + len(data).to_bytes(8, "big") + data)
         tokens += bytes_tokens(data)
         positions.append(Position(digest.copy().digest(), tokens, _ttl(block)))
+        if block.get("type") not in ("thinking", "redacted_thinking"):
+            cacheable = len(positions) - 1
 
     for tool in params.get("tools") or []:
         add(b"T", tool)
@@ -75,10 +80,18 @@ def render(params: dict[str, Any]) -> list[Position]:
         b"P" + canonical({"thinking": params.get("thinking"), "tool_choice": params.get("tool_choice")})
     )
     for message in params.get("messages") or []:
-        tag = b"U" if message.get("role") == "user" else b"A"
+        tag = _ROLE_TAGS.get(message.get("role"), b"A")
         for block in message_blocks(message):
             add(tag, block)
+    automatic = params.get("cache_control")
+    if isinstance(automatic, dict) and cacheable >= 0 and positions[cacheable].breakpoint is None:
+        ttl = _ttl({"cache_control": automatic})
+        positions[cacheable] = Position(positions[cacheable].key, positions[cacheable].tokens_through, ttl)
     return positions
+
+
+_ROLE_TAGS = {"user": b"U", "assistant": b"A", "system": b"Y"}
+"""A ``system`` message mid-conversation is a position of its own role (not the system prompt's ``S``)."""
 
 
 def _ttl(block: dict[str, Any]) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from teamrt.models.catalog import lookup, resolve
 from teamrt.models.reply import Reply
 from teamrt.models.tokens import message_blocks, system_blocks
 from teamrt.models.types import Block
@@ -51,7 +52,13 @@ class SimRequest:
 
     @cached_property
     def system(self) -> str:
-        return "\n".join(b.get("text", "") for b in system_blocks(self.params.get("system")))
+        """The system prompt, then the text of each ``system`` message mid-conversation (the model reads
+        them as system text)."""
+        parts = [b.get("text", "") for b in system_blocks(self.params.get("system"))]
+        for message in self.params["messages"]:
+            if message.get("role") == "system":
+                parts.extend(b.get("text", "") for b in message_blocks(message))
+        return "\n".join(parts)
 
     @cached_property
     def tool_names(self) -> list[str]:
@@ -59,8 +66,12 @@ class SimRequest:
 
     @property
     def thinking_enabled(self) -> bool:
+        """Whether the model thinks first: manual or adaptive thinking, asked for or the model's default."""
         thinking = self.params.get("thinking")
-        return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+        if isinstance(thinking, dict) and "type" in thinking:
+            return thinking["type"] in ("enabled", "adaptive")
+        info = lookup(resolve(self.model))
+        return info is not None and info.thinking_default in ("enabled", "adaptive")
 
     @property
     def turns(self) -> int:
@@ -153,3 +164,18 @@ def echo(request: SimRequest) -> Reply:
     asked = request.last_user_text.strip().splitlines()
     first = asked[0][:200] if asked else "(tool results only)"
     return Reply().say(f"[sim] {request.agent or 'agent'} received: {first}")
+
+
+def default_thought(request: SimRequest) -> str:
+    """The thinking the simulator writes first for a thinking model whose policy wrote none: one short
+    sentence about what the request holds, the same for the same request."""
+    outcomes = request.tool_outcomes
+    if outcomes:
+        names = ", ".join(sorted({o.name for o in outcomes}))
+        failed = sum(o.is_error for o in outcomes)
+        errors = f", {failed} with an error" if failed else ""
+        return f"{len(outcomes)} call(s) of {names} came back{errors}; I decide the next step from them."
+    asked = request.last_user_text.strip().splitlines()
+    if asked:
+        return f"I was asked: {asked[0][:120]}. I answer from what the conversation holds."
+    return "I go on with the task from where the conversation stands."

@@ -26,17 +26,20 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from teamrt.models.catalog import lookup
-from teamrt.models.pricing import DEFAULT_MIN_CACHE_TOKENS
 from teamrt.models.tokens import request_tokens
+from teamrt.sim.binding import Bound, PrefixChain, bind
 from teamrt.sim.cache import CacheLedger, CacheOutcome, render
+from teamrt.sim.checks_params import parse_betas
+from teamrt.sim.checks_thinking import drops_blocks, thinks
+from teamrt.sim.context_management import counted, manage
 from teamrt.sim.corpus import Corpus, corpus_from_env
 from teamrt.sim.faults import STATUS_FAULTS, Fault, FaultPlan
 from teamrt.sim.http import HttpRequest, HttpResponse, LoopbackServer
-from teamrt.sim.policy import Policy, SimRequest, echo
-from teamrt.sim.respond import build_message, sse, stream_events
+from teamrt.sim.policy import Policy, SimRequest, default_thought, echo
+from teamrt.sim.ratelimits import RateLimiter, SimRateLimits
+from teamrt.sim.respond import Shape, build_message, sse, stream_events
 from teamrt.sim.servertools import play
-from teamrt.sim.validate import SimInvalidRequest, validate
+from teamrt.sim.validate import SimInvalidRequest, model_id, model_info, validate
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class SimServer:
         clock: Callable[[], float] = time.monotonic,
         record: bool = False,
         corpus: Corpus | None = None,
+        rate_limits: SimRateLimits | None = None,
     ) -> None:
         """``corpus``: the pages web searches find (default: ``corpus_from_env`` at each search, the built-in
         pages unless ``TEAMRT_SIM_SEARCH_DIR`` names a directory; the shared server outlives a demo)."""
@@ -74,6 +78,8 @@ class SimServer:
         self.default = default
         self.clock = clock
         self.faults = FaultPlan()
+        self.limiter = RateLimiter(rate_limits or SimRateLimits(), clock)
+        """The account's rate limits (``teamrt.sim.ratelimits``): headers on every response it sees, 429s."""
         self.ledger = CacheLedger()
         self.calls: list[SimCall] = []
         self.policy_errors: list[str] = []
@@ -133,23 +139,34 @@ class SimServer:
             return
         try:
             params = json.loads(request.body)
-            validate(params, count_only=request.path == "/v1/messages/count_tokens")
+            betas = parse_betas(request.headers.get("anthropic-beta"))
+            validate(params, count_only=request.path == "/v1/messages/count_tokens", betas=betas)
+            info = model_info(params["model"])
+            bound = bind(params, model_id(params["model"]), info, drop=drops_blocks(params))
         except SimInvalidRequest as e:
             await _error(response, e.status, e.error_type, str(e), headers)
             return
-        except ValueError as e:
+        except ValueError as e:  # bad JSON, a forged or unbound thinking block
             await _error(response, 400, "invalid_request_error", str(e), headers)
             return
         if request.path == "/v1/messages/count_tokens":
-            await response.json(200, {"input_tokens": request_tokens(params)}, headers)
+            await response.json(200, counted(bound.params, params["model"], info, betas), headers)
         elif request.path == "/v1/messages":
-            await self._messages(request, params, response, headers)
+            await self._messages(request, params, bound, response, headers)
         else:
             await _error(response, 404, "not_found_error", f"no route for {request.path}", headers)
 
     async def _messages(
-        self, request: HttpRequest, params: dict[str, Any], response: HttpResponse, headers: dict[str, str]
+        self,
+        request: HttpRequest,
+        params: dict[str, Any],
+        bound: Bound,
+        response: HttpResponse,
+        headers: dict[str, str],
     ) -> None:
+        """Answer a checked request. ``params`` is the request as sent (what the response's thinking is
+        bound to); ``bound.params`` what the model reads (dropped thinking removed), which the cache
+        ledger, the policy and the token counts see."""
         agent = request.headers.get("teamrt-agent", "")
         role = request.headers.get("teamrt-role", "")
         team = request.headers.get("teamrt-team", "")
@@ -176,16 +193,37 @@ class SimServer:
             log(status)
             await _error(response, status, kind, f"simulated {fault.kind}", {**headers, **extra})
             return
-        positions = render(params)
-        info = lookup(params["model"])
-        outcome = self.ledger.account(
-            positions, info.min_cache_tokens if info else DEFAULT_MIN_CACHE_TOKENS, self.clock()
+        info = model_info(params["model"])
+        betas = parse_betas(request.headers.get("anthropic-beta"))
+        managed = manage(bound.params, params["model"], info, betas)  # context edits, compaction
+        read = managed.params  # what the model reads
+        positions = render(read)
+        outcome = self.ledger.account(positions, info.min_cache_tokens, self.clock())
+        grant = self.limiter.admit(
+            params["model"], outcome.input_tokens + outcome.cache_creation, params["max_tokens"]
         )
+        headers.update(grant.headers)
+        if grant.refusal is not None:  # over a rate limit: the API's 429, before the model runs
+            log(429)
+            await _error(response, 429, "rate_limit_error", grant.refusal, headers)
+            return
         request_key = positions[-1].key if positions else hashlib.sha256(request.body).digest()
+        asked = SimRequest(read, agent, role, team)
+        shape = Shape(
+            model_id(params["model"]),
+            PrefixChain.through(params),
+            thought=default_thought(asked) if thinks(read, info) else None,
+            display=_display(read),
+            room=info.context_window - request_tokens(read),
+            input_transformations=bound.input_transformations,
+            lead=[managed.compaction] if managed.compaction is not None else [],
+            stop=managed.stop,
+            applied_edits=managed.applied_edits if params.get("context_management") is not None else None,
+        )
         try:
             policy = self.policies.get(f"{team}/{role}") or self.policies.get(role, self.default)
             corpus = self._corpus or corpus_from_env()
-            reply, searches = play(policy, SimRequest(params, agent, role, team), corpus, request_key)
+            reply, searches = play(policy, asked, corpus, request_key)
         except Exception as e:
             detail = "".join(traceback.format_exception_only(e)).strip()
             self.policy_errors.append(f"{role or 'default'} policy for {agent or '?'}: {detail}")
@@ -197,9 +235,10 @@ class SimServer:
             )  # fmt: skip
             return
         message = build_message(
-            params["model"], request_key, reply, outcome, params["max_tokens"], web_searches=searches,
-            stop_sequences=params.get("stop_sequences"),
+            params["model"], request_key, reply, outcome, params["max_tokens"], shape=shape,
+            web_searches=searches, stop_sequences=params.get("stop_sequences"),
         )  # fmt: skip
+        self.limiter.settle(grant, message["usage"]["output_tokens"])
         log(200, outcome)
         await self._held()
         if not streamed:
@@ -217,6 +256,13 @@ class SimServer:
             {**headers, "content-type": "text/event-stream", "cache-control": "no-cache"}
         )
         await _send_events(response, events, fault)
+
+
+def _display(params: dict[str, Any]) -> str:
+    """How thinking is shown: the request's ``thinking.display``, else summarized."""
+    thinking = params.get("thinking")
+    display = thinking.get("display") if isinstance(thinking, dict) else None
+    return str(display or "summarized")
 
 
 async def _send_events(response: HttpResponse, events: list[dict[str, Any]], fault: Fault | None) -> None:

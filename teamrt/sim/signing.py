@@ -3,8 +3,11 @@
 Like the real API, the simulator signs each thinking block it emits and
 rejects a request whose thinking block does not carry its signature, so a
 single changed byte in a block teamrt replays (in a turn, a fork or after a
-resume) fails loudly. The signature depends only on the model and the text, so
-a later process (a resumed run) accepts blocks an earlier one signed. Web
+resume) fails loudly. A signature seals the model that wrote the block, a
+digest of its text and the digest of its prefix (``teamrt.sim.binding``: the
+system prompt, the tools and every block before it), so the sim can run the
+API's model and prefix checks on it. Signatures depend only on what they seal,
+so a later process (a resumed run) accepts blocks an earlier one signed. Web
 search results and citations carry sealed tokens the same way.
 """
 
@@ -14,25 +17,60 @@ import base64
 import hashlib
 import hmac
 import json
+from dataclasses import dataclass
 from typing import Any
 
-_DOMAIN = b"teamrt-sim-thinking\0"
+
+@dataclass(frozen=True)
+class ThinkingSeal:
+    """What a thinking block's ``signature`` (or a ``redacted_thinking`` block's ``data``) says of it."""
+
+    model: str
+    """The Claude model that wrote the block."""
+    prefix: str
+    """The hex digest of the block's prefix when it was written (``binding.PrefixChain``)."""
+    text: str
+    """The hex digest of the thinking text (a redacted block: of its hidden text)."""
 
 
-def signature_for(model: str, thinking: str) -> str:
-    digest = hashlib.sha256(_DOMAIN + model.encode() + b"\0" + thinking.encode()).digest()
-    return base64.b64encode(digest * 3).decode()
+def text_digest(thinking: str) -> str:
+    return hashlib.sha256(b"teamrt-sim-thinking\0" + thinking.encode()).hexdigest()[:24]
 
 
-def redacted_data(model: str, thinking: str) -> str:
-    """The ``data`` of a ``redacted_thinking`` block: the thinking, sealed with the model that wrote it."""
-    return seal({"model": model, "redacted_thinking": thinking})
+def signature_for(model: str, thinking: str, prefix: str) -> str:
+    """The ``signature`` of a thinking block ``model`` wrote with ``thinking`` after ``prefix`` (short
+    keys: a signature is sent back with every turn)."""
+    return seal({"k": "t", "m": model, "p": prefix, "t": text_digest(thinking)})
 
 
-def redacted_model(data: Any) -> str | None:
-    """The model that wrote a ``redacted_thinking`` block's ``data``, or None when the simulator did not."""
-    fields = unseal(data)
-    return fields.get("model") if fields is not None and "redacted_thinking" in fields else None
+def redacted_data(model: str, thinking: str, prefix: str) -> str:
+    """The ``data`` of a ``redacted_thinking`` block: the hidden thinking, sealed with the model that wrote
+    it and its prefix."""
+    fields = {"kind": "redacted_thinking", "model": model, "prefix": prefix, "redacted_thinking": thinking}
+    return seal(fields)
+
+
+def read_signature(block: dict[str, Any]) -> ThinkingSeal | None:
+    """What the seal of a ``thinking`` or ``redacted_thinking`` block says, or None when the simulator did
+    not make it, it was changed, or (a thinking block) its text is not the text it was signed with."""
+    if block.get("type") == "thinking":
+        short = unseal(block.get("signature"))
+        if (
+            short is None
+            or short.get("k") != "t"
+            or short.get("t") != text_digest(str(block.get("thinking", "")))
+        ):
+            return None
+        fields: dict[str, Any] = {"model": short.get("m"), "prefix": short.get("p"), "text": short["t"]}
+    else:
+        sealed = unseal(block.get("data"))
+        if sealed is None or sealed.get("kind") != "redacted_thinking":
+            return None
+        fields = {**sealed, "text": text_digest(str(sealed.get("redacted_thinking", "")))}
+    model, prefix = fields.get("model"), fields.get("prefix")
+    if not isinstance(model, str) or not isinstance(prefix, str):
+        return None
+    return ThinkingSeal(model, prefix, str(fields["text"]))
 
 
 _SEAL_DOMAIN = b"teamrt-sim-web-search\0"

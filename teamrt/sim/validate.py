@@ -15,20 +15,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from teamrt.errors import TeamrtError
 from teamrt.models.catalog import SIM_DEFAULT, ModelInfo, lookup, resolve
-from teamrt.models.tokens import message_blocks, request_tokens, system_blocks
+from teamrt.models.tokens import message_blocks, request_tokens
 from teamrt.models.types import Block
+from teamrt.sim.checks_params import check_breakpoints, check_params
+from teamrt.sim.checks_thinking import check_thinking, check_thinking_turn
+from teamrt.sim.context_management import check as check_context
+from teamrt.sim.errors import SimInvalidRequest, SimNotFound
 from teamrt.sim.servertools import SEARCH_TOOL_NAME, SEARCH_TOOL_TYPES, citation_index
-from teamrt.sim.signing import redacted_model, signature_for, unseal
+from teamrt.sim.signing import read_signature, unseal
 
-MAX_BREAKPOINTS = 4
-MIN_THINKING_BUDGET = 1024
+__all__ = ["SimInvalidRequest", "SimNotFound", "model_id", "model_info", "validate"]
+
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _COUNT_FIELDS = frozenset({
     "model", "messages", "system", "tools", "tool_choice", "thinking", "cache_control", "output_config",
-    "speed", "context_management", "mcp_servers", "user_profile_id", "workspace_id",
+    "speed", "context_management", "compaction", "mcp_servers", "user_profile_id", "workspace_id",
 })  # fmt: skip
 _CREATE_FIELDS = _COUNT_FIELDS | {
     "max_tokens", "stream", "stop_sequences", "temperature", "top_p", "top_k", "metadata", "service_tier",
@@ -40,7 +43,7 @@ _BLOCK_TYPES = (
     "text", "image", "document", "search_result", "thinking", "redacted_thinking", "tool_use", "tool_result",
     "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
     "bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "tool_search_tool_result",
-    "container_upload",
+    "container_upload", "compaction",
 )  # fmt: skip
 _BLOCK_FIELDS = {
     "text": {"type", "text", "cache_control", "citations"},
@@ -50,24 +53,15 @@ _BLOCK_FIELDS = {
     "redacted_thinking": {"type", "data"},
 }
 _THINKING = ("thinking", "redacted_thinking")
-_SAMPLING = ("temperature", "top_p", "top_k")
-_FORCED_CHOICES = ("any", "tool")
 _SEARCH_ERRORS = frozenset({"invalid_tool_input", "unavailable", "max_uses_exceeded", "too_many_requests",
                             "query_too_long", "request_too_large"})  # fmt: skip
 _SERVER_BLOCKS = frozenset({"server_tool_use", "web_search_tool_result"})
+Turn = tuple[int, str, list[tuple[str, Block]]]
 
 
-class SimInvalidRequest(TeamrtError, ValueError):
-    status = 400
-    error_type = "invalid_request_error"
-
-
-class SimNotFound(SimInvalidRequest):
-    status = 404
-    error_type = "not_found_error"
-
-
-def validate(params: Any, *, count_only: bool = False) -> None:
+def validate(params: Any, *, count_only: bool = False, betas: frozenset[str] = frozenset()) -> None:
+    """Raise ``SimInvalidRequest`` for what the API refuses in ``params`` (``betas``: the request's
+    ``anthropic-beta`` names)."""
     if not isinstance(params, dict):
         raise SimInvalidRequest("the request body must be a JSON object")
     for field in params:
@@ -83,11 +77,13 @@ def validate(params: Any, *, count_only: bool = False) -> None:
     if not isinstance(messages, list) or not messages:
         raise SimInvalidRequest("messages: at least one message is required")
     searching = _check_tools(params.get("tools"))
-    _check_thinking(params, count_only)
-    _check_model_rules(model, info, params)
-    _check_messages(model, messages, searching, tools=bool(params.get("tools")))
-    _check_thinking_turn(params)
-    _check_breakpoints(params)
+    check_thinking(params, model_id(model), info, betas, count_only=count_only)
+    check_params(params, info)
+    check_context(params, model, info, betas)  # context editing, compaction and compaction blocks
+    turns = _turns(messages, info)
+    _check_messages(turns, searching, tools=bool(params.get("tools")))
+    check_thinking_turn(params, turns)
+    check_breakpoints(params)
     if not count_only and (tokens := request_tokens(params)) > info.context_window:
         raise SimInvalidRequest(f"prompt is too long: {tokens} tokens > {info.context_window} maximum")
 
@@ -96,7 +92,7 @@ def model_info(model: str) -> ModelInfo:
     """The catalog entry the sim follows for ``model`` (``sim``, ``sim:<model>``, an alias, or a Claude
     model id); an id it does not know is a 404, as on the API."""
     info = lookup(resolve(model))
-    if info is None:
+    if info is None or info.retired:  # a retired model is answered as an unknown one
         raise SimNotFound(f"model: {model}")
     return info
 
@@ -112,31 +108,12 @@ def _check_max_tokens(model: str, info: ModelInfo, max_tokens: Any) -> None:
         )
 
 
-def _model_id(model: str) -> str:
+def model_id(model: str) -> str:
     """The Claude model ``model`` names (``sim`` alone: the sim's default)."""
     name = resolve(model)
     if name == "sim" or name.startswith("sim:"):
         return name[4:] or SIM_DEFAULT
     return name
-
-
-def _check_model_rules(model: str, info: ModelInfo, params: dict[str, Any]) -> None:
-    """Sampling parameters on a model that takes none; manual thinking on Sonnet 5.x (its wording is
-    ours: no published error was found); thinking with a forced tool choice."""
-    if not info.sampling:
-        for name in _SAMPLING:
-            if name in params and not (name == "temperature" and params[name] == 1):
-                raise SimInvalidRequest(f"`{name}` is deprecated for this model.")
-    thinking = params.get("thinking")
-    kind = thinking.get("type") if isinstance(thinking, dict) else None
-    if kind == "enabled" and _model_id(model).startswith("claude-sonnet-5"):
-        raise SimInvalidRequest(
-            "thinking.type.enabled: manual extended thinking is not supported on this model;"
-            " use thinking.type 'adaptive'"
-        )
-    choice = params.get("tool_choice")
-    if kind in ("enabled", "adaptive") and isinstance(choice, dict) and choice.get("type") in _FORCED_CHOICES:
-        raise SimInvalidRequest("Thinking may not be enabled when tool_choice forces tool use.")
 
 
 def _check_tools(tools: Any) -> bool:
@@ -185,39 +162,37 @@ def _check_search_tool(i: int, tool: dict[str, Any]) -> None:
                 )
 
 
-def _check_thinking(params: dict[str, Any], count_only: bool) -> None:
-    thinking = params.get("thinking")
-    if thinking is None or not isinstance(thinking, dict) or thinking.get("type") != "enabled":
-        return
-    budget = thinking.get("budget_tokens")
-    if not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
-        raise SimInvalidRequest(f"thinking.budget_tokens: must be at least {MIN_THINKING_BUDGET}")
-    if not count_only and budget >= params["max_tokens"]:
-        raise SimInvalidRequest("max_tokens: must be greater than thinking.budget_tokens")
-
-
-def _check_messages(model: str, messages: list[Any], searching: bool, *, tools: bool) -> None:
+def _check_messages(turns: list[Turn], searching: bool, *, tools: bool) -> None:
     pending: set[str] = set()  # tool_use ids of the previous assistant turn, awaiting results
     ids: set[str] = set()  # every tool_use id of the request
-    for first, role, blocks in _turns(messages):
+    for first, role, blocks in turns:
         for where, block in blocks:
             _check_block(where, block, tools)
         if role == "user":
             _check_results(first, blocks, pending)
             pending = set()
+        elif role == "system":
+            _check_system_message(first, blocks, pending)
         else:  # turns alternate, so the user turn before answered every call
-            pending = _check_assistant(model, blocks, searching, ids)
+            pending = _check_assistant(blocks, searching, ids)
 
 
-def _turns(messages: list[Any]) -> list[tuple[int, str, list[tuple[str, Block]]]]:
+def _turns(messages: list[Any], info: ModelInfo) -> list[Turn]:
     """The conversation's turns: (index of the first message, role, its blocks with where each is), runs
-    of messages of one role merged into one turn, as the API merges them."""
-    turns: list[tuple[int, str, list[tuple[str, Block]]]] = []
+    of messages of one role merged into one turn, as the API merges them. ``system`` messages are taken
+    on a model whose catalog entry says ``system_messages``, as the API takes them."""
+    roles = ("user", "assistant", "system") if info.system_messages else ("user", "assistant")
+    turns: list[Turn] = []
     for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise SimInvalidRequest(f"messages.{i}.role: must be 'user' or 'assistant'")
-        if i == 0 and message["role"] != "user":
+        if not isinstance(message, dict) or message.get("role") not in roles:
+            quoted = [f"'{r}'" for r in roles]
+            expected = ", ".join(quoted[:-1]) + " or " + quoted[-1]
+            raise SimInvalidRequest(f"messages.{i}.role: Input should be {expected}")
+        if i == 0 and message["role"] != "user" and not _opens_with_compaction(message):
             raise SimInvalidRequest("messages.0.role: the first message must use the 'user' role")
+        extra = sorted(message.keys() - {"role", "content"})
+        if extra:
+            raise SimInvalidRequest(f"messages.{i}.{extra[0]}: Extra inputs are not permitted")
         content = message.get("content")
         if not isinstance(content, str | list):
             raise SimInvalidRequest(f"messages.{i}.content: must be a string or a list of blocks")
@@ -232,6 +207,26 @@ def _turns(messages: list[Any]) -> list[tuple[int, str, list[tuple[str, Block]]]
         else:
             turns.append((i, message["role"], blocks))
     return turns
+
+
+def _opens_with_compaction(message: dict[str, Any]) -> bool:
+    """An assistant message opening with a compaction block may come first: a compaction's block is sent
+    back in place of the messages it summarises."""
+    blocks = message_blocks(message)
+    first = blocks[0] if blocks else None
+    return (
+        message.get("role") == "assistant" and isinstance(first, dict) and first.get("type") == "compaction"
+    )
+
+
+def _check_system_message(i: int, blocks: list[tuple[str, Block]], pending: set[str]) -> None:
+    """A ``system`` message mid-conversation: text only (``SystemMessageParam``), and not between a tool
+    call and its result (the result must come in the next message)."""
+    if pending:
+        raise _unanswered(i - 1, pending)
+    for where, block in blocks:
+        if block["type"] != "text":
+            raise SimInvalidRequest(f"{where}.type: a system message takes only text blocks")
 
 
 def _check_block(where: str, block: Any, tools: bool) -> None:
@@ -293,7 +288,7 @@ def _unanswered(i: int, ids: set[str]) -> SimInvalidRequest:
     )
 
 
-def _check_assistant(model: str, blocks: list[tuple[str, Block]], searching: bool, ids: set[str]) -> set[str]:
+def _check_assistant(blocks: list[tuple[str, Block]], searching: bool, ids: set[str]) -> set[str]:
     """Check an assistant turn; the ids of its tool calls (added to ``ids``, the request's)."""
     calls: set[str] = set()
     searches: dict[str, str] = {}  # server_tool_use ids of this turn awaiting their results
@@ -311,12 +306,9 @@ def _check_assistant(model: str, blocks: list[tuple[str, Block]], searching: boo
                 raise SimInvalidRequest(f"{where}: a tool_use block needs a name and an input object")
             ids.add(use_id)
             calls.add(use_id)
-        elif kind == "thinking":
-            if block.get("signature") != signature_for(model, str(block.get("thinking", ""))):
-                raise SimInvalidRequest(f"{where}: Invalid `signature` in `thinking` block")
-        elif kind == "redacted_thinking":
-            if redacted_model(block.get("data")) != model:
-                raise SimInvalidRequest(f"{where}: Invalid `data` in `redacted_thinking` block")
+        elif kind in _THINKING and read_signature(block) is None:  # the model and prefix: binding.bind
+            field = "signature" if kind == "thinking" else "data"
+            raise SimInvalidRequest(f"{where}: Invalid `{field}` in `{kind}` block")
         elif kind == "tool_result":
             raise SimInvalidRequest(f"{where}: tool_result blocks belong in user messages")
         elif kind in _SERVER_BLOCKS and not searching:
@@ -353,25 +345,6 @@ def _check_assistant(model: str, blocks: list[tuple[str, Block]], searching: boo
     return calls
 
 
-def _check_thinking_turn(params: dict[str, Any]) -> None:
-    """With manual thinking on, the last assistant turn that calls a tool starts with a thinking block."""
-    thinking = params.get("thinking")
-    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
-        return
-    assistant = [blocks for _, role, blocks in _turns(params["messages"]) if role == "assistant"]
-    if not assistant or not any(b["type"] == "tool_use" for _, b in assistant[-1]):
-        return
-    where, first = assistant[-1][0]
-    if first["type"] not in _THINKING:
-        raise SimInvalidRequest(
-            f"{where}.type: Expected `thinking` or `redacted_thinking`, but found `{first['type']}`. When"
-            " `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding"
-            " the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking"
-            " blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our"
-            " documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
-        )
-
-
 def _check_search_content(where: str, content: Any) -> None:
     """A replayed search result: every page as the API sent it (its sealed content unchanged, its url and
     title those sealed in it), or an error the API reports."""
@@ -389,6 +362,7 @@ def _check_search_content(where: str, content: Any) -> None:
         if (
             sealed is None
             or result.get("type") != "web_search_result"
+            or "url" not in sealed  # a seal of another kind (a thinking signature) is not a page
             or (sealed.get("url"), sealed.get("title")) != (result.get("url"), result.get("title"))
         ):
             raise SimInvalidRequest(
@@ -405,25 +379,3 @@ def _check_citations(where: str, citations: Any) -> None:
             raise SimInvalidRequest(
                 f"{where}.citations.{k}: Invalid `encrypted_index` in `web_search_result_location` citation"
             )
-
-
-def _check_breakpoints(params: dict[str, Any]) -> None:
-    blocks = [*(params.get("tools") or []), *system_blocks(params.get("system"))]
-    for message in params["messages"]:
-        blocks.extend(message_blocks(message))
-    ttls = []
-    for block in blocks:
-        marker = block.get("cache_control")
-        if marker is None:
-            continue
-        if not isinstance(marker, dict) or marker.get("type") != "ephemeral":
-            raise SimInvalidRequest("cache_control: type must be 'ephemeral'")
-        if block.get("type") in ("thinking", "redacted_thinking"):
-            raise SimInvalidRequest("cache_control cannot be set on thinking blocks")
-        ttls.append(marker.get("ttl", "5m"))
-    if len(ttls) > MAX_BREAKPOINTS:
-        raise SimInvalidRequest(
-            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(ttls)}."
-        )
-    if "1h" in ttls and "5m" in ttls[: len(ttls) - ttls[::-1].index("1h")]:
-        raise SimInvalidRequest("cache_control: a ttl='1h' entry must not come after a ttl='5m' entry")

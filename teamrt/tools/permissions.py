@@ -39,6 +39,18 @@ read-only like the file reads, and only a deny rule keeps it from an agent.
 ``Bash(npm test)`` and ``Bash(npm run test *)`` are patterns over the programs
 a command runs (``teamrt.tools.specifiers``).
 
+``Spawn`` rules are not about a tool: they judge a spawn (``spawn_agent`` or
+``Task``) by its forecast cost (``teamrt.runtime.forecast``), before its
+children start. ``Spawn(cost>$2)`` in the ask list asks about a spawn forecast
+above $2, in the deny list refuses it; ``Spawn(reviewer, cost>$1)`` only
+spawns of that role (``fork`` for forks), ``Spawn(reviewer)`` every one of
+them, ``Spawn`` every spawn. They go in ask and deny lists only (an allow list
+with one is refused at load: the spawning tools' own rules allow a spawn), and
+no tool call ever matches one: teamrt has no tool named Spawn, and an MCP
+server's tool is always ``mcp__<server>__<tool>``, so an MCP tool named
+``spawn`` is ruled as ``mcp__<server>__spawn`` and never confused with these
+(``Rules.spawn_decision``).
+
 A command is read with a real shell parser (``teamrt.tools.shell.programs``)
 into the programs it runs: every part of a compound command, the bodies of
 substitutions, and what wrappers run (``sudo rm x`` runs ``sudo`` and ``rm``).
@@ -83,7 +95,7 @@ from teamrt.errors import UserError
 from teamrt.tools import bashguard
 from teamrt.tools.names import LATER, canonical
 from teamrt.tools.shell.programs import Reading, read
-from teamrt.tools.specifiers import command_patterns, path_pattern
+from teamrt.tools.specifiers import command_patterns, path_pattern, spawn_limit
 from teamrt.tools.web.address import domain_name, host_of
 
 
@@ -136,6 +148,8 @@ _FILE_TOOLS = frozenset({"read", "write", "edit", "multiedit", "glob", "grep", "
 _EDIT_TOOLS = _COVERED["edit"]
 _UNCHECKED = frozenset({"websearch", *(name.lower() for name in LATER)})
 """Tools whose specifiers teamrt keeps without checking them (with ``mcp__`` tools)."""
+SPAWN = "spawn"
+"""The folded name of ``Spawn`` rules, which judge spawns by their forecast cost, never a tool call."""
 _DOMAIN = re.compile(r"(?:\*\.)?[^\s*/:@\[\]?#]+")
 """A ``WebFetch(domain:...)`` host: a name, ``*.`` before it for its subdomains; no port, path or user."""
 
@@ -179,16 +193,24 @@ class Rule:
                 raise RuleError(text, str(e)) from None
         elif tool == "webfetch":
             specifier = _domain_specifier(text, specifier)
+        elif tool == SPAWN:
+            try:
+                spawn_limit(specifier)
+            except ValueError as e:
+                raise RuleError(text, str(e)) from None
         elif tool not in _FILE_TOOLS and tool != "task" and not _unchecked(tool):
             raise RuleError(
                 text,
-                "only Bash, the file tools (Read, Edit, Write, MultiEdit, Glob, Grep, LS), Task and"
-                " Claude Code's tools teamrt lacks take a specifier",
+                "only Bash, the file tools (Read, Edit, Write, MultiEdit, Glob, Grep, LS), Task, WebFetch,"
+                " Spawn and Claude Code's tools teamrt lacks take a specifier",
             )
         return cls(tool, specifier, text, origin)
 
     def covers(self, tool: str) -> bool:
-        """Whether the rule is about ``tool`` (a ``folded`` name), whatever its input."""
+        """Whether the rule is about ``tool`` (a ``folded`` name), whatever its input. A ``Spawn`` rule is
+        about no tool: it judges spawns by their forecast (``Rules.spawn_decision``)."""
+        if self.tool == SPAWN:
+            return False
         if self.tool in _COVERED:
             return tool in _COVERED[self.tool]
         if self.tool.endswith("__*"):
@@ -213,7 +235,15 @@ class Rules:
         def parsed(texts: Iterable[str]) -> tuple[Rule, ...]:
             return tuple(Rule.parse(text, origin) for text in texts)
 
-        return cls(parsed(allow), parsed(deny), parsed(ask))
+        allowing = parsed(allow)
+        for rule in allowing:
+            if rule.tool == SPAWN:
+                raise RuleError(
+                    rule.text,
+                    "a Spawn rule asks about or denies spawns by their forecast cost: put it in the ask or"
+                    " deny list (spawn_agent and Task rules allow spawning)",
+                )
+        return cls(allowing, parsed(deny), parsed(ask))
 
     def __add__(self, other: Rules) -> Rules:
         return Rules(self.allow + other.allow, self.deny + other.deny, self.ask + other.ask)
@@ -230,6 +260,22 @@ class Rules:
         if allowing:
             texts = ", ".join(_named(rule) for rule in allowing)
             return Decision(Verdict.ALLOW, f"allowed by rule{'s' if len(allowing) > 1 else ''} {texts}")
+        return None
+
+    def spawn_decision(self, role: str, usd: float | None, forecast: str) -> Decision | None:
+        """The decision of the first ``Spawn`` deny (then ask) rule that matches a spawn of ``role``
+        forecast at ``usd`` dollars (None: the cost cannot be forecast, so every cost limit may be passed:
+        rules fail closed); ``forecast``: the forecast in words, for the reason. None when none matches."""
+        for verdict, rules in ((Verdict.DENY, self.deny), (Verdict.ASK, self.ask)):
+            by = "denied by" if verdict is Verdict.DENY else "approval required by"
+            for rule in rules:
+                if rule.tool != SPAWN:
+                    continue
+                limit = spawn_limit(rule.specifier) if rule.specifier is not None else None
+                if limit is not None and limit.role is not None and limit.role != role:
+                    continue
+                if limit is None or limit.usd is None or usd is None or limit.passes(usd):
+                    return Decision(verdict, f"{by} rule {_named(rule)}: {forecast}")
         return None
 
     def read_decided(self, path: Path, workspace: Path) -> tuple[bool, str | None]:
@@ -279,6 +325,14 @@ class Permissions:
         if decision is None:
             decision = self._by_mode(tool, name, input, read_only, workspace)
         if decision.verdict is Verdict.ASK and self.mode is Mode.DONT_ASK:
+            return Decision(Verdict.DENY, f"{decision.reason}; dontAsk mode denies what it would ask")
+        return decision
+
+    def spawn_decision(self, role: str, usd: float | None, forecast: str) -> Decision | None:
+        """How the ``Spawn`` rules of every source judge a spawn (``Rules.spawn_decision``): deny, ask, or
+        None when none applies (the spawn goes on). dontAsk mode denies what a rule would ask."""
+        decision = self.rules.spawn_decision(role, usd, forecast)
+        if decision is not None and decision.verdict is Verdict.ASK and self.mode is Mode.DONT_ASK:
             return Decision(Verdict.DENY, f"{decision.reason}; dontAsk mode denies what it would ask")
         return decision
 

@@ -19,6 +19,12 @@ such as ``.env`` or ``*.pem`` matches at any depth under the workspace. A
 pattern that matches a directory covers everything in it, and ``dir/**`` also
 matches ``dir``, so ``Read(secrets/**)`` stops a grep of ``secrets`` too
 (``path_pattern``).
+
+A ``Spawn`` rule's specifier names a sum a spawn's forecast cost is compared
+with, a role, or both: ``Spawn(cost>$2)``, ``Spawn(cost>=$0.50)``,
+``Spawn(reviewer, cost>$1)``, ``Spawn(reviewer)`` (``spawn_limit``). The sum is
+dollars written as plain digits (at most nine before the point and six after),
+so no exponent, sign, infinity or NaN can reach the comparison.
 """
 
 from __future__ import annotations
@@ -112,6 +118,60 @@ def _pattern(words: list[str], *, path: bool) -> CommandPattern:
     text = " ".join(words)
     texts = (text[:-2], text) if text.endswith(" *") else (text,)
     return CommandPattern(tuple(_Glob(tuple(t.split("*"))) for t in texts), path)
+
+
+_COST = re.compile(r"cost\s*(?P<op>>=|>)\s*\$(?P<usd>\d{1,9}(?:\.\d{1,6})?)")
+_COST_LIKE = re.compile(r"cost\b.*", re.DOTALL)
+_ROLE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+"""A role as the team file names roles (``teamrt.team``); ``fork`` for the forks of an agent."""
+
+
+@dataclass(frozen=True)
+class SpawnLimit:
+    """What a ``Spawn`` rule matches: the spawns of ``role`` (None: of any role) whose forecast cost is
+    above ``usd`` (``inclusive``: at or above it; None: whatever it costs)."""
+
+    role: str | None
+    usd: float | None
+    inclusive: bool = False
+
+    def passes(self, usd: float) -> bool:
+        """Whether a forecast of ``usd`` dollars passes the rule's sum (always, for a rule without one)."""
+        if self.usd is None:
+            return True
+        return usd >= self.usd if self.inclusive else usd > self.usd
+
+
+@cache
+def spawn_limit(specifier: str) -> SpawnLimit:
+    """A ``Spawn`` rule's specifier read: ``cost>$2``, ``cost>=$0.5``, ``reviewer``, ``reviewer, cost>$1``.
+
+    Raises ValueError, saying what is wrong, for anything else."""
+    role: str | None = None
+    cost: re.Match[str] | None = None
+    for part in (p.strip() for p in specifier.split(",")):
+        if _COST_LIKE.fullmatch(part):
+            match = _COST.fullmatch(part)
+            if match is None:
+                raise ValueError(
+                    f"{part!r} is not a cost limit: write cost>$2 or cost>=$0.50 (dollars as plain digits,"
+                    " at most 9 before the point and 6 after; > or >= only)"
+                )
+            if cost is not None:
+                raise ValueError("a Spawn rule takes one cost limit")
+            cost = match
+        elif _ROLE.fullmatch(part):
+            if role is not None:
+                raise ValueError("a Spawn rule names one role; write one rule per role")
+            role = part
+        else:
+            raise ValueError(
+                f"{part!r} is neither a role name nor a cost limit: write Spawn(cost>$2),"
+                " Spawn(reviewer, cost>$1) or Spawn(reviewer)"
+            )
+    if cost is None:
+        return SpawnLimit(role, None)
+    return SpawnLimit(role, float(cost["usd"]), inclusive=cost["op"] == ">=")
 
 
 def path_pattern(specifier: str, workspace: Path) -> re.Pattern[str]:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from teamrt.runs.burndown import BurnDown, burn_down
 from teamrt.runs.identity import role_text
 from teamrt.runs.query import (
     CRASHED,
@@ -33,6 +34,8 @@ from teamrt.runs.query import (
 )
 from teamrt.runs.render import agent_tree
 from teamrt.runtime.asking import ANSWERED, ASK
+from teamrt.runtime.budget import HELD_FILE
+from teamrt.runtime.forecast import SPAWN_FORECAST
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.runtime.stream import STREAM_DIR
 from teamrt.sandbox.bwrap import SANDBOX_EVENT
@@ -87,6 +90,7 @@ class RunState:
     streaming: str  # what the selected agent's model is writing now, not yet a turn
     unconfined: bool = False  # the run's commands run without bubblewrap (it opted in)
     losses: tuple[EventRecord, ...] = ()  # every loss the run named (``runtime.losses``), oldest first
+    burn: BurnDown | None = None  # spent, reserved and forecast against the budget (``runs.burndown``)
 
     def by_status(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -124,6 +128,8 @@ class RunFollower:
         self._full_at = 0.0
         self._unconfined = False
         self._losses: list[EventRecord] = []
+        self._forecasts: list[EventRecord] = []  # every ``spawn.forecast`` of the run
+        self._held_at = 0  # the mtime of the run's published reservations (``HELD_FILE``) last seen
 
     def close(self) -> None:
         self._version.close()
@@ -138,7 +144,12 @@ class RunFollower:
         except OSError:
             size = 0
         streamed, self._stream_size = size != self._stream_size, size
-        return committed or streamed
+        try:  # a call that starts or ends changes what is reserved, before anything is committed
+            held_at = (self.run_dir / HELD_FILE).stat().st_mtime_ns
+        except OSError:
+            held_at = 0
+        held, self._held_at = held_at != self._held_at, held_at
+        return committed or streamed or held
 
     def read(self, selected: str | None) -> RunState:
         """What the run view shows now. A server lost mid-read is read again, for the reader's grace: a
@@ -163,11 +174,13 @@ class RunFollower:
         if self._events:
             new = reader.events(self._events[-1].id)
             self._losses += [e for e in new if e.kind in LOSSES]
+            self._forecasts += [e for e in new if e.kind == SPAWN_FORECAST]
         else:  # the first read: the tail, and every ask and loss of the run
             new = reader.last_events(EVENT_TAIL)
             self._note_asks(reader.events(kinds=(ASK, ANSWERED)))
             self._unconfined = unconfined_run(sandbox_of(reader))
             self._losses = reader.events(kinds=tuple(sorted(LOSSES)))  # older than the tail too
+            self._forecasts = reader.events(kinds=(SPAWN_FORECAST,))
         self._events.extend(new)
         for event in new:
             if event.kind == SANDBOX_EVENT:  # recorded as the run starts, and as it is resumed
@@ -202,6 +215,9 @@ class RunFollower:
             streaming=self._streaming(record),
             unconfined=self._unconfined,
             losses=tuple(self._losses),
+            burn=burn_down(
+                run, self._records.values(), self._forecasts, self.run_dir, live=status == "running"
+            ),
         )
 
     def _streaming(self, agent: AgentRecord | None) -> str:

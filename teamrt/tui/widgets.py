@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Static
 from teamrt.runs.follow import describe_event
 from teamrt.runs.query import PendingAsk, simulated
 from teamrt.runs.render import age_text, budget_text, describe_call, duration_text, money
+from teamrt.runtime.forecast import dollars
 from teamrt.runtime.losses import KINDS as LOSSES
 from teamrt.store import EventRecord, MergeRecord, TaskRecord
 from teamrt.store.rounds import round_number, round_prompt
@@ -119,17 +120,24 @@ class Totals(Panel):
         first, line = line, Text("cost ")
         u = run.usage
         line.append(money(u.cost_usd, simulated(run)))
+        burn = state.burn
         if run.budget_usd:
             share = u.cost_usd / run.budget_usd
-            line.append(
-                f" of {budget_text(run.budget_usd)} ({share:.0%})", style="bold red" if share >= 0.9 else ""
-            )
+            left = burn.left_usd() if burn is not None else None  # red once the budget may not last
+            short = share >= 0.9 or (left is not None and left < 0.1 * run.budget_usd)
+            line.append(f" of {budget_text(run.budget_usd)} ({share:.0%})", style="bold red" if short else "")
         if state.asks:
             line.append("   ")
             line.append(
                 f"{len(state.asks)} ask{'s' if len(state.asks) > 1 else ''} waiting: a/d",
                 style="bold black on yellow",
             )
+        if burn is not None and (burn.reserved_usd or burn.forecast_usd):  # after the asks, the user's to do
+            line.append("  ")
+            if burn.reserved_usd:  # what calls in flight may cost
+                line.append(f" +{dollars(burn.reserved_usd)} held")
+            if burn.forecast_usd:  # what agents at work are expected to spend yet
+                line.append(f" ~{dollars(burn.forecast_usd)} more")
         if state.status == "crashed":
             line.append("   r resumes it", style="bold")
         if state.losses:  # what a fault took (mail set aside, a stall, a remade workspace), not only logged

@@ -179,7 +179,7 @@ def test_team_tool_names_are_the_team_tools() -> None:
 
 def test_model_as_written_and_inherit() -> None:
     assert parse(agent_file("a", model="inherit")).model is None
-    for model in ("claude-sonnet-5-5", "sim", "opus", "haiku", "claude-opus-4-1-20250805", "sim:haiku"):
+    for model in ("claude-sonnet-5-5", "sim", "opus", "haiku", "claude-opus-4-8-20260415", "sim:haiku"):
         definition = parse(agent_file("a", model=model))
         assert (definition.model, definition.warnings) == (model, ())
 
@@ -191,6 +191,16 @@ def test_an_unknown_model_is_kept_with_a_warning() -> None:
         "model 'gpt-4o' is not one teamrt knows (teamrt models lists them); the agent runs on the team's"
         " model"
     ]
+
+
+def test_a_retired_model_is_passed_over_for_the_team_s_with_a_warning() -> None:
+    definition = parse(agent_file("a", model="claude-opus-4-1-20250805"))
+    assert problems(definition) == [
+        "model 'claude-opus-4-1-20250805' was retired on 2026-08-05 (the API answers 404 for it); the agent"
+        " runs on the team's model"
+    ]
+    assert choose_model(None, definition, "claude-sonnet-5-5") == "claude-sonnet-5-5"
+    assert choose_model(None, definition, "sim") == "sim"
 
 
 @pytest.mark.parametrize("mode", PERMISSION_MODES)
@@ -243,9 +253,18 @@ def test_unknown_fields_warn_claude_codes_unused_ones_say_so_and_color_is_silent
         "agents/a.md: Claude Code's field 'skills' is not used by teamrt",
         "agents/a.md: Claude Code's field 'hooks' is not used by teamrt",
         "agents/a.md: unknown field 'flavour' ignored",
-        "agents/a.md: Claude Code's field 'effort' is not used by teamrt",
     )
-    assert dataclasses.replace(definition, warnings=()) == parse_definition(agent_file("a"), "agents/a.md")
+    plain = parse_definition(agent_file("a"), "agents/a.md")
+    assert dataclasses.replace(definition, warnings=()) == dataclasses.replace(plain, effort="high")
+
+
+def test_effort_is_read_and_a_level_the_api_lacks_is_a_warning() -> None:
+    assert parse_definition(agent_file("a", effort="low"), "agents/a.md").effort == "low"
+    hostile = parse_definition(agent_file("a", effort="ultra"), "agents/a.md")
+    assert hostile.effort is None
+    assert hostile.warnings == (
+        "agents/a.md: effort 'ultra' is not one of low, medium, high, xhigh, max; left out",
+    )
 
 
 # -- lenient YAML ----------------------------------------------------------------------

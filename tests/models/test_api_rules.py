@@ -28,6 +28,9 @@ THINKING = {"type": "enabled", "budget_tokens": 1024}
 rig = test_loop.rig  # the loop tests' fixture: a store, a mailbox and a workspace for one agent
 MANUAL_THINKING_MODEL = "sim:claude-sonnet-4-5"
 """A model that takes manual thinking (Sonnet 5.x refuses it)."""
+QUIET_MODEL = "sim:claude-sonnet-4-5"
+"""A model that does not think unless asked (``sim``, Sonnet 5.5, thinks by default: its replies open with a
+thinking block)."""
 
 
 @pytest.fixture
@@ -113,16 +116,22 @@ def test_the_names_sim_users_send_are_known(client: anthropic.Anthropic, model: 
 
 
 def test_max_tokens_above_the_model_s_output_limit_is_refused(client: anthropic.Anthropic) -> None:
-    name = min(CATALOG, key=lambda m: CATALOG[m].max_output_tokens)
+    served = [m for m in CATALOG if CATALOG[m].retired is None]  # a retired model is a 404, not a 400
+    name = min(served, key=lambda m: CATALOG[m].max_output_tokens)
     model, limit = f"sim:{name}", CATALOG[name].max_output_tokens
     assert f"max_tokens: {limit + 1} > {limit}, which is the maximum" in refused(
-        client, model=model, max_tokens=limit + 1
+        client, model=model, max_tokens=limit + 1, timeout=60
     )
-    assert create(client, model=model, max_tokens=limit).stop_reason == "end_turn"
+    assert streamed(client, model=model, max_tokens=limit).stop_reason == "end_turn"
+
+
+def test_a_retired_model_is_not_found(client: anthropic.Anthropic) -> None:
+    name = next(m for m in CATALOG if CATALOG[m].retired)
+    assert refused(client, status=404, model=f"sim:{name}") == f"model: sim:{name}"
 
 
 def test_a_prompt_over_the_context_window_is_refused(client: anthropic.Anthropic) -> None:
-    name = min(CATALOG, key=lambda m: CATALOG[m].context_window)
+    name = min((m for m in CATALOG if CATALOG[m].retired is None), key=lambda m: CATALOG[m].context_window)
     window = CATALOG[name].context_window
     prompt = "word " * (window * 4 // 5 + 10)  # 4 bytes a token: just over the window
     assert f"> {window} maximum" in refused(
@@ -167,10 +176,20 @@ def test_redacted_thinking_must_be_the_api_s_own(sim: SimServer, client: anthrop
     sealed, used = (b.to_dict() for b in first.content)
     assert sealed["type"] == "redacted_thinking" and "hidden" not in sealed["data"]
     assert create(client, messages=after_call(sealed, used, tool_id=used["id"]), tools=TOOLS)
-    assert "Invalid `data`" in refused(
+    other = create(  # another model may not read it: the API drops it, without an error
         client,
         model="sim:claude-haiku-4-5",
         messages=after_call(sealed, used, tool_id=used["id"]),
+        tools=TOOLS,
+    )
+    assert other.to_dict()["input_transformations"] == [
+        {"type": "thinking_dropped", "path": "messages.1.content.0", "reason": "model_binding_mismatch"}
+    ]
+    forged = {**sealed, "data": sealed["data"][:-2] + "AA"}
+    assert "Invalid `data`" in refused(
+        client,
+        model="sim:claude-haiku-4-5",
+        messages=after_call(forged, used, tool_id=used["id"]),
         tools=TOOLS,
     )
 
@@ -244,7 +263,10 @@ def test_sonnet_5_refuses_manual_thinking_and_thinking_refuses_a_forced_tool(
     )
     forced = {"type": "tool", "name": "read"}
     assert "Thinking may not be enabled when tool_choice forces tool use." in refused(
-        client, model="sim:claude-sonnet-5-5", thinking={"type": "adaptive"}, tools=TOOLS, tool_choice=forced
+        client, model="sim:claude-sonnet-5", thinking={"type": "adaptive"}, tools=TOOLS, tool_choice=forced
+    )
+    assert "(forced tool use) is not supported on this model" in refused(  # Sonnet 5.5: thinking or not
+        client, model="sim:claude-sonnet-5-5", tools=TOOLS, tool_choice=forced
     )
     assert create(client, model="sim:claude-sonnet-5-5", thinking={"type": "adaptive"})
 
@@ -269,14 +291,13 @@ def test_a_cut_reply_uses_all_of_max_tokens(sim: SimServer, client: anthropic.An
 
 def test_a_tool_call_cut_mid_way_comes_back_incomplete(sim: SimServer, client: anthropic.Anthropic) -> None:
     headers = worker(sim, Reply().call("read", {"path": "notes.txt", "body": "x" * 2000}))
-    cut = create(client, max_tokens=40, tools=TOOLS, extra_headers=headers)
+    body: dict[str, Any] = {"model": QUIET_MODEL, "max_tokens": 40, "tools": TOOLS, "extra_headers": headers}
+    cut = create(client, **body)
     assert cut.stop_reason == "max_tokens"
     [block] = cut.content
     assert block.type == "tool_use" and block.input == {"path": "notes.txt"}
-    assert streamed(client, max_tokens=40, tools=TOOLS, extra_headers=headers).content[0].input == {
-        "path": "notes.txt"
-    }
-    request = ModelRequest(model="sim", messages=[HI], max_tokens=40, tools=TOOLS, role="worker")
+    assert streamed(client, **body).content[0].input == {"path": "notes.txt"}
+    request = ModelRequest(model=QUIET_MODEL, messages=[HI], max_tokens=40, tools=TOOLS, role="worker")
     response = complete(sim, request)
     assert response.stop_reason == "max_tokens" and response.invalid_tool_inputs, (
         "teamrt sees the JSON unfinished"
@@ -285,13 +306,12 @@ def test_a_tool_call_cut_mid_way_comes_back_incomplete(sim: SimServer, client: a
 
 def test_stop_sequences_end_the_text_before_them(sim: SimServer, client: anthropic.Anthropic) -> None:
     headers = worker(sim, Reply().say("alpha STOP beta").call("read", {}))
-    stopped = create(client, stop_sequences=["never", "STOP"], tools=TOOLS, extra_headers=headers)
+    body: dict[str, Any] = {"model": QUIET_MODEL, "tools": TOOLS, "extra_headers": headers}
+    stopped = create(client, stop_sequences=["never", "STOP"], **body)
     assert (stopped.stop_reason, stopped.stop_sequence) == ("stop_sequence", "STOP")
     assert [b.to_dict() for b in stopped.content] == [{"type": "text", "text": "alpha "}]
-    assert (
-        streamed(client, stop_sequences=["STOP"], tools=TOOLS, extra_headers=headers).stop_sequence == "STOP"
-    )
-    assert create(client, extra_headers=headers, tools=TOOLS).stop_reason == "tool_use"
+    assert streamed(client, stop_sequences=["STOP"], **body).stop_sequence == "STOP"
+    assert create(client, **body).stop_reason == "tool_use"
 
 
 def test_a_refusal_says_why(sim: SimServer, client: anthropic.Anthropic) -> None:

@@ -53,9 +53,9 @@ CASES: dict[str, list[Step]] = {
         Step(12, {11: "5m"}, (0, 1200, 0, 0)),
         Step(12, {11: "5m"}, (1200, 0, 0, 0)),
     ],
-    "under the minimum (1,024 for sim) nothing is written": [
-        Step(10, {9: "5m"}, (0, 0, 0, 1000)),
-        Step(10, {9: "5m"}, (0, 0, 0, 1000)),
+    "under the minimum (512 for sim, Sonnet 5.5's) nothing is written": [
+        Step(5, {4: "5m"}, (0, 0, 0, 500)),
+        Step(5, {4: "5m"}, (0, 0, 0, 500)),
     ],
     "the minimum follows the model named after sim:": [
         Step(20, {19: "5m"}, (0, 0, 0, 2000), model="sim:claude-haiku-4-5"),
@@ -101,7 +101,7 @@ CASES: dict[str, list[Step]] = {
     ],
     "entries are per model": [
         Step(12, {11: "5m"}, (0, 1200, 0, 0), model="sim"),
-        Step(12, {11: "5m"}, (0, 1200, 0, 0), model="sim:claude-opus-4-1"),
+        Step(12, {11: "5m"}, (0, 1200, 0, 0), model="sim:claude-opus-4-8"),
     ],
 }
 

@@ -1,4 +1,4 @@
-"""The shipped price and limits file: it loads, every model has every figure, and prices are data
+"""The shipped catalog: it loads, every model has every figure and feature, and prices are data
 (``teamrt show RUN --prices FILE`` recomputes a finished run's cost)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from teamrt.models import CATALOG, SOURCE_DATE, ModelInfo, ModelRequest, Price, Reply, ScriptedModel, lookup
-from teamrt.models.catalog import CATALOG_FILE, LIMIT_FIELDS, PRICE_FIELDS
+from teamrt.models.catalog import CATALOG_FILE, FEATURE_FIELDS, LIMIT_FIELDS, PRICE_FIELDS
 from teamrt.models.params import request_params
 from teamrt.sim import SimServer
 from tests.cli.test_runs import finished_run
@@ -26,7 +26,8 @@ def test_the_file_loads_and_every_model_has_every_field() -> None:
     assert raw["version"] >= 2 and raw["source_date"] == SOURCE_DATE and raw["source"]
     assert set(raw["models"]) == set(CATALOG)
     for name, entry in raw["models"].items():
-        missing = {*PRICE_FIELDS, *LIMIT_FIELDS, "sampling", "source"} - set(entry)
+        features = {f for f in FEATURE_FIELDS if f != "retired"}  # retired: only where the API retired it
+        missing = {*PRICE_FIELDS, *LIMIT_FIELDS, "sampling", "source", *features} - set(entry)
         assert not missing, f"{name} lacks {sorted(missing)}"
         info = CATALOG[name]
         assert info.max_output_tokens <= info.context_window and info.source
@@ -37,7 +38,13 @@ def test_the_bands_and_limits_the_issue_names() -> None:
     assert haiku is not None and haiku.long_context_from == 100_000 and haiku.max_output_tokens == 128_000
     assert sonnet_45 is not None and sonnet_45.long_context_from == 200_000
     assert lookup("claude-3-haiku") is not None and CATALOG["claude-3-haiku"].max_output_tokens == 4096
-    assert lookup("claude-fable-5-2") is None, "no published figures: see the note in catalog.toml"
+    for name in ("claude-sonnet-5", "claude-sonnet-5-5"):  # 128K, not the 64K of the earlier catalog
+        info = lookup(name)
+        assert info is not None and info.max_output_tokens == 128_000, name
+    for name in ("claude-fable-5-2", "claude-mythos-5-2"):  # the API knows them: no longer a 404 here
+        info = lookup(name)
+        assert info is not None and (info.price.input, info.price.output) == (8, 40), name
+        assert (info.context_window, info.max_output_tokens, info.sampling) == (1_000_000, 128_000, False)
 
 
 def test_temperature_goes_only_to_models_that_take_it_and_never_as_a_create_argument() -> None:
@@ -53,8 +60,8 @@ def test_temperature_goes_only_to_models_that_take_it_and_never_as_a_create_argu
 @pytest.mark.parametrize("model", ["sim:claude-haiku-4-5", "sim:claude-sonnet-5-5"])
 def test_a_temperature_passes_through_the_installed_sdk(sim: SimServer, model: str) -> None:
     request = ModelRequest(
-        model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=100, temperature=0.2
-    )
+        model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4000, temperature=0.2
+    )  # room for Sonnet 5.5's thinking, on by default
     assert complete(sim, request).stop_reason == "end_turn"
 
 

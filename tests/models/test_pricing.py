@@ -49,7 +49,7 @@ def test_long_prompts_use_the_long_context_tier() -> None:
         ("claude-opus-5-5", 4, 512),
         ("claude-sonnet-4-5-20250929", 3, 1024),
         ("claude-3-5-haiku-20241022", 0.8, 2048),
-        ("sim", 2, 1024),
+        ("sim", 2, 512),  # Sonnet 5.5's minimum (its what's-new page)
         ("sim:claude-haiku-4-5", 1, 4096),
     ],
 )

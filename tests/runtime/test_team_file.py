@@ -67,8 +67,12 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
         lead=Role("lead", "lead", None, None, None, 40, None),
         roles={
             "researcher": Role("researcher", "researcher", "sim", 500_000, 0.5, 30, None),
-            "critic": Role("critic", "reviewer", None, None, None, None, "plan"),
+            "critic": Role("critic", "reviewer", None, None, None, None, "plan", effort="medium"),
         },
+        effort="high",
+        compact_at=150_000,
+        thinking="adaptive",
+        cache="auto",
         budget_tokens=2_000_000,
         budget_usd=2.0,
         max_depth=3,
@@ -399,3 +403,103 @@ def test_web_and_mcp_survive_the_round_trip_through_json(tmp_path: Path) -> None
     old = team_to_json(team)
     del old["web"], old["mcp_servers"]  # a run made before [web] and [mcp] existed
     assert team_from_json(old).web == WebPolicy() and team_from_json(old).mcp_servers == {}
+
+
+# -- effort, compact_at, thinking and cache: per role, with [team]'s as the default -----------------
+
+
+def test_levers_per_role_and_for_the_team(tmp_path: Path) -> None:
+    team = load(
+        tmp_path,
+        '[team]\nmodel = "sim"\neffort = "medium"\ncache = "1h"\ncompact_at = 120_000\n'
+        '[roles.scout]\nagent = "researcher"\neffort = "low"\nthinking = "off"\ncache = "auto"\n',
+    )
+    scout = team.roles["scout"]
+    assert (scout.effort, scout.thinking, scout.cache, scout.compact_at) == ("low", "off", "auto", None)
+    assert team.lever(scout, "effort") == "low" and team.lever(scout, "compact_at") == 120_000
+    assert team.lever(team.lead, "effort") == "medium" and team.lever(team.lead, "thinking") is None
+    again = team_from_json(json.loads(json.dumps(team_to_json(team))))
+    assert again == team
+    old = team_to_json(team)
+    for key in ("effort", "compact_at", "thinking", "cache"):  # a run kept before these keys existed
+        del old[key], old["lead"][key], old["roles"]["scout"][key]
+    assert team_from_json(old).lever(team_from_json(old).roles["scout"], "effort") is None
+
+
+def test_a_manual_budget_on_a_model_that_takes_one(tmp_path: Path) -> None:
+    team = load(tmp_path, '[team]\nmodel = "claude-haiku-4-5"\nthinking = 4096\n')
+    assert team.thinking == 4096
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            '[team]\nmodel = "claude-opus-4-5"\neffort = "xhigh"\n',
+            "[team] effort: claude-opus-4-5 takes low, medium, high, not 'xhigh'",
+        ),
+        (
+            '[team]\nmodel = "claude-haiku-4-5"\n[lead]\neffort = "low"\n',
+            "[lead] effort: claude-haiku-4-5 takes no effort setting; leave effort out for it",
+        ),
+        (
+            '[team]\nmodel = "sim"\n[roles.r]\nagent = "reviewer"\nthinking = 4096\n',
+            "[roles.r] thinking: sim thinks adaptively and refuses a manual budget",
+        ),
+        (
+            '[team]\nmodel = "claude-opus-4-5"\nthinking = "adaptive"\n',
+            "[team] thinking: claude-opus-4-5 does not think adaptively",
+        ),
+        (
+            '[team]\nmodel = "claude-haiku-4-5"\nthinking = 64_000\n',
+            "[team] thinking: claude-haiku-4-5 writes at most 64,000 tokens, budget included",
+        ),
+        (
+            '[team]\nmodel = "claude-haiku-4-5"\ncompact_at = 195_000\n',
+            "[team] compact_at: 195_000 leaves no room for a reply in claude-haiku-4-5's window of 200_000",
+        ),
+        (
+            '[team]\nmodel = "sim"\n[roles.r]\nagent = "reviewer"\nmodel = "sim:claude-haiku-4-5"\n'
+            'effort = "low"\n',
+            "[roles.r] effort: sim:claude-haiku-4-5 takes no effort setting",
+        ),
+    ],
+)
+def test_a_setting_the_role_s_model_does_not_take_is_one_line(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    assert error(tmp_path, text).startswith(problem)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            '[team]\neffort = "ultra"\n',
+            "[team] effort must be one of low, medium, high, xhigh, max, not 'ultra'",
+        ),
+        ("[lead]\ncompact_at = -1\n", "[lead] compact_at must be a positive integer, not -1"),
+        (
+            '[team]\nthinking = "lots"\n',
+            '[team] thinking must be "adaptive", "off" or a budget of tokens, not',
+        ),
+        (
+            "[team]\nthinking = true\n",
+            '[team] thinking must be "adaptive", "off" or a budget of tokens, not True',
+        ),
+        ("[team]\nthinking = 10\n", "[team] thinking: a budget must be at least 1024 tokens, not 10"),
+        ('[roles.r]\nagent = "reviewer"\ncache = "forever"\n', "[roles.r] cache must be one of auto, 5m, 1h"),
+        (f"[team]\ncompact_at = {2**70}\n", "[team] compact_at must be at most"),
+        (
+            '[team]\nthinking = "off"\neffort = "max"\n',
+            '[lead] thinking "off" on claude-sonnet-5-5 is thinking.type "between_tools", which the API refuses at effort',
+        ),
+        (
+            "[team]\neffort = ['low']\n",
+            "[team] effort must be one of low, medium, high, xhigh, max, not ['low']",
+        ),
+    ],
+)
+@pytest.mark.hostile
+def test_hostile_levers_end_in_one_line(tmp_path: Path, text: str, problem: str) -> None:
+    assert error(tmp_path, text).startswith(problem)

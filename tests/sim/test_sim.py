@@ -42,12 +42,15 @@ def test_plain_and_streamed_responses_through_the_sdk(sim: SimServer) -> None:
     }
     plain = client.messages.create(**body)
     assert plain.stop_reason == "end_turn"
-    assert plain.content[0].type == "text" and "ping" in plain.content[0].text
+    thought, said = plain.content  # sim (Sonnet 5.5) thinks by default: a thinking block comes first
+    assert thought.type == "thinking" and "ping" in thought.thinking and thought.signature
+    assert said.type == "text" and "ping" in said.text
     assert plain.usage.input_tokens > 0 and plain.usage.output_tokens > 0
     with client.messages.stream(**body) as stream:
         streamed_text = "".join(stream.text_stream)
         final = stream.get_final_message()
-    assert streamed_text == final.content[0].text == plain.content[0].text  # type: ignore[union-attr]
+    assert streamed_text == final.content[1].text == said.text  # type: ignore[union-attr]
+    assert final.content[0].to_dict() == thought.to_dict()
     assert final.id == plain.id  # same request, same deterministic id
     assert client.messages.count_tokens(model="sim", messages=body["messages"]).input_tokens > 0
     client.close()
