@@ -67,6 +67,7 @@ PROMISES = (
     "trust boundary",
     "nothing lost in silence",
     "a working day",
+    "long runs on Claude",
 )
 FIELDS = ("name", "promise", "file", "find", "replace", "tests")
 # Not copied: environments, caches and run data; none of it is needed to run the tests.
