@@ -33,6 +33,7 @@ EventKind = Literal[
     "agent.status",
     "agent.compacted",
     "agent.waited",
+    "agent.prefix",
     "agent.raised",
     "agent.done",
     "agent.failed",

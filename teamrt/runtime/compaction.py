@@ -57,6 +57,9 @@ BASE_TOKENS = 20_000
 """``B``: the history just after a compaction (system, tools, summary, kept turns)."""
 GROWTH_TOKENS = 4_000
 """``g``: what a turn adds on average (a tool call, its result, the reply)."""
+MIN_HISTORY = 20_000
+"""The least history a compaction may act on past ``base``: a system prompt and tools near the trigger
+(a big ``CLAUDE.md``, many MCP tools) would otherwise compact every turn, each compaction saving nothing."""
 SUMMARY_TOKENS = 2_000
 """``o``: the length of a summary."""
 LIMIT_MARGIN = 50
@@ -189,6 +192,8 @@ def cost_trigger(
     below = edge - max_tokens - edge // 20 if edge is not None else 0  # room for the reply and a turn
     if edge is not None and 0 < below < trigger:
         trigger, reason = below, f"under the {edge:,}-token price band, with room for the reply"
+    if trigger < base + MIN_HISTORY:  # a prefix too big for the band: compacting would only repeat itself
+        trigger, reason = base + MIN_HISTORY, f"{MIN_HISTORY:,} tokens of history past the prefix ({reason})"
     if trigger > limit:
         return limit, f"the limit ({reason}: past it)"
     return trigger, reason

@@ -29,13 +29,13 @@ from teamrt.models.pricing import worst_cost_usd
 from teamrt.models.tokens import request_tokens
 from teamrt.models.types import Block
 from teamrt.procs import process_start_time
-from teamrt.runtime import context
+from teamrt.runtime import context, prefixguard
 from teamrt.runtime import hooks as hooking
 from teamrt.runtime.agent import AgentEnv, AgentSpec, Outcome
 from teamrt.runtime.asking import Ask
 from teamrt.runtime.budget import BudgetExhausted, Reservation
 from teamrt.runtime.cachettl import WaitHistory, choose_ttl
-from teamrt.runtime.compaction import LIMIT_MARGIN, ContextPolicy, cleared_tokens
+from teamrt.runtime.compaction import BASE_TOKENS, LIMIT_MARGIN, ContextPolicy, cleared_tokens
 from teamrt.runtime.history import replayable
 from teamrt.runtime.sizing import RequestSizer
 from teamrt.runtime.spill import bound_results
@@ -64,6 +64,7 @@ class AgentLoop:
         self.messages: list[Any] = list(messages or [])
         self.turns = 0
         self._failed_compactions = 0  # in a row; at MAX_FAILED_COMPACTIONS only the limit makes it compact
+        self._prefix_checked = False  # the system prompt and tools compared with the history's, once
         self._policy: ContextPolicy | None = spec.context  # None: chosen at the first request
         self._window_cap: int | None = None  # the input limit a "prompt is too long" answer revealed
         fixed = request_tokens({"tools": [tool_param(t) for t in spec.tools.values()], "system": spec.system})
@@ -313,17 +314,36 @@ class AgentLoop:
 
     async def _request(self) -> ModelRequest:
         """The next request, the history compacted first when it would pass the policy's bound."""
+        if not self._prefix_checked:
+            await self._check_prefix()
         bound = self._bound()
         if await self._over(bound):
             await self._compact(bound)
         return self._managed(self._build())
+
+    async def _check_prefix(self) -> None:
+        """Take out the history's thinking blocks if its system prompt or tools were others (``prefixguard``:
+        a resumed or continued agent's are built anew), on a model that binds thinking; keep the digest."""
+        self._prefix_checked = True
+        spec, store = self.spec, self.env.store
+        now = prefixguard.digest(spec.system, [tool_param(t) for t in spec.tools.values()])
+        before = prefixguard.recorded(store, spec.name)
+        if now == before:
+            return
+        binds = spec.info is not None and spec.info.binds_thinking
+        if before is not None and binds and prefixguard.has_thinking(self.messages):
+            log.info("%s: its system prompt or tools changed; its thinking blocks are left out", spec.name)
+            why = "thinking left out: the system prompt or tools changed"
+            await self._replace_history(prefixguard.without_thinking(self.messages), why)
+        await store.append_event(prefixguard.PREFIX, {"digest": now}, agent=spec.name)
 
     @property
     def context_policy(self) -> ContextPolicy:
         """How this agent's context is kept: the spec's, else chosen for its model (``compaction``)."""
         if self._policy is None:
             spec = self.spec
-            self._policy = ContextPolicy.for_model(spec.info, self._max_tokens, spec.compact_at)
+            base = max(BASE_TOKENS, self._sizer.fixed + BASE_TOKENS // 2)  # a big prompt moves the base
+            self._policy = ContextPolicy.for_model(spec.info, self._max_tokens, spec.compact_at, base=base)
         return self._policy
 
     def _bound(self) -> int:

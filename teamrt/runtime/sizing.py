@@ -39,6 +39,11 @@ class RequestSizer:
         self._estimate = sum(message_tokens(m) for m in messages)  # the whole history, teamrt's estimate
 
     @property
+    def fixed(self) -> int:
+        """The system prompt and tools, by teamrt's estimate with its margin."""
+        return math.ceil(self._fixed * self._margin)
+
+    @property
     def size(self) -> int:
         """The next request's input tokens, erring high."""
         if self._known is not None:

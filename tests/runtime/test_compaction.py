@@ -13,6 +13,7 @@ from teamrt.models.types import Usage
 from teamrt.runtime import context
 from teamrt.runtime.compaction import (
     CONTEXT_EDITING_BETA,
+    MIN_HISTORY,
     MIN_TRIGGER,
     ON_DEMAND_BETA,
     ContextPolicy,
@@ -52,6 +53,15 @@ def test_a_price_band_keeps_the_trigger_under_its_edge_with_room_for_the_reply()
     policy = ContextPolicy.for_model(band, 8192, None)
     assert policy.trigger == 60_000 - 8192 - 3_000 and "price band" in policy.reason
     assert policy.trigger + 8192 < 60_000
+
+
+def test_a_prompt_near_the_band_s_edge_leaves_room_for_history_rather_than_compacting_every_turn() -> None:
+    haiku = info("claude-haiku-5-5")  # the 100K band would put the trigger at 86,808
+    policy = ContextPolicy.for_model(haiku, 8192, None, base=90_000)  # a 256 KiB CLAUDE.md, say
+    assert policy.trigger == 90_000 + MIN_HISTORY and "history past the prefix" in policy.reason
+    assert ContextPolicy.for_model(haiku, 8192, None).trigger < 90_000, (
+        "a usual prompt keeps the cost trigger"
+    )
 
 
 def test_the_trigger_stays_within_its_floor_and_the_limit() -> None:

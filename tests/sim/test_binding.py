@@ -221,7 +221,7 @@ def test_a_model_that_thinks_by_default_opens_with_a_signed_thought(
         {"role": "user", "content": "and three?"},
     ]
     assert create(client, messages=history, extra_headers={}).stop_reason == "end_turn"
-    off = create(client, messages=ask, extra_headers={}, thinking={"type": "disabled"})
+    off = create(client, messages=ask, extra_headers={}, thinking={"type": "between_tools"})
     assert [b.type for b in off.content] == ["text"]
     omitted = create(
         client, messages=ask, extra_headers={}, thinking={"type": "adaptive", "display": "omitted"}

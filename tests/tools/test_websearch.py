@@ -37,12 +37,15 @@ from tests.helpers.teams import FAST, complete, supervise
 from tests.runtime.test_fork_prefix import raw_items, raw_members
 
 SEARCH = tool_param(WebSearch())
-TEAM = '[team]\nmodel = "sim"\non_ask = "deny"\n'
+MODEL = "sim:claude-opus-4-8"
+"""A model that thinks only when asked: these tests are about the search's blocks, whose places they name
+(thinking by default, and its binding, are tests/sim/test_binding.py's)."""
+TEAM = f'[team]\nmodel = "{MODEL}"\non_ask = "deny"\n'
 
 
 def request(messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None) -> ModelRequest:
     return ModelRequest(
-        model="sim", messages=messages, max_tokens=4000, tools=[SEARCH] if tools is None else tools,
+        model=MODEL, messages=messages, max_tokens=4000, tools=[SEARCH] if tools is None else tools,
         agent="a1", role="worker",
     )  # fmt: skip
 
@@ -88,7 +91,7 @@ def test_a_search_comes_back_as_the_api_s_blocks_and_is_billed(sim: SimServer) -
     assert citation["encrypted_index"] and citation["cited_text"] in cited["text"]
     assert response.tool_uses == [], "a server-side search is no client tool call"
     assert response.usage.web_search_requests == 1
-    info = lookup("sim")
+    info = lookup("sim")  # the provider prices as the model it was opened for (tests.helpers.teams.complete)
     assert info is not None and response.cost_usd == pytest.approx(cost_usd(response.usage, info))
     priced = cost_usd(Usage(web_search_requests=1000), info)
     assert priced == pytest.approx(10.0), "$10 per 1,000 searches"
@@ -98,7 +101,7 @@ def test_the_streamed_blocks_are_the_blocks_the_simulator_sent(sim: SimServer) -
     """The SDK's stream events (the result whole in content_block_start, the query as input_json_delta,
     citations as citations_delta) assemble into exactly the unstreamed message's blocks."""
     history, response = searched(sim)
-    body = {"model": "sim", "max_tokens": 4000, "messages": history[:1], "tools": [SEARCH]}
+    body = {"model": MODEL, "max_tokens": 4000, "messages": history[:1], "tools": [SEARCH]}
     assert response.content == sent_message(sim, body)["content"]
 
 
@@ -509,19 +512,19 @@ def test_a_paused_turn_kept_before_a_kill_goes_on_after_the_resume(tmp_path: Pat
     run_dir = tmp_path / "home" / "runs" / "r1"
     run_dir.mkdir(parents=True)
     with SimServer({"lead": pauser}) as sim:
-        paused = complete(sim, ModelRequest(model="sim", messages=[{"role": "user", "content": "go"}],
+        paused = complete(sim, ModelRequest(model=MODEL, messages=[{"role": "user", "content": "go"}],
                                             max_tokens=100, tools=[SEARCH], role="lead"))  # fmt: skip
     assert paused.stop_reason == "pause_turn"
     store = create_store(run_dir, "r1", task="go", workdir=str(project))
 
     async def crashed() -> None:
-        await store.add_agent("lead", kind="lead", model="sim", role="lead", workspace=str(project))
+        await store.add_agent("lead", kind="lead", model=MODEL, role="lead", workspace=str(project))
         epoch = await store.begin_epoch("lead")
         await store.append_turn("lead", epoch=epoch, role="user", content=[{"type": "text", "text": "go"}])
         usage = StoreUsage(1, 1, 0, 0, 0.0)
         await store.append_turn(
             "lead", epoch=epoch, role="assistant", content=paused.content, stop_reason="pause_turn",
-            model="sim", usage=usage,
+            model=MODEL, usage=usage,
         )  # fmt: skip
 
     asyncio.run(crashed())
@@ -538,6 +541,6 @@ def test_a_paused_turn_kept_before_a_kill_goes_on_after_the_resume(tmp_path: Pat
 def test_the_tui_shows_a_failed_search() -> None:
     failed = {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}
     blocks = [{"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": failed}]
-    turn = TurnRecord(1, "a", 1, 1, "assistant", blocks, "end_turn", "sim", StoreUsage(0, 0, 0, 0, 0.0), 0.0)
+    turn = TurnRecord(1, "a", 1, 1, "assistant", blocks, "end_turn", MODEL, StoreUsage(0, 0, 0, 0, 0.0), 0.0)
     [line] = transcript([turn])
     assert (line.kind, line.text) == ("error", "web search failed: max_uses_exceeded")
