@@ -218,7 +218,7 @@ async def run_one(config: Config, turns: int, base: Path) -> Figures:
             spec = AgentSpec(
                 name="solo", model=model, model_name=config.model, system=longrun.SYSTEM, tools=bench.tools(),
                 permissions=Permissions("bypassPermissions"), info=info,
-                thinking={"type": "adaptive"} if config.thinking else {"type": "disabled"}, context=policy,
+                thinking={"type": "adaptive" if config.thinking else info.thinking_off}, context=policy,
             )  # fmt: skip
             env = AgentEnv(
                 store=store, tools=ToolContext(workspace=base, run_dir=base), spill_dir=base / "spill",
