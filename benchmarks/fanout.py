@@ -63,8 +63,10 @@ def team_project(base: Path) -> Path:
             + f"You are analyst number {i}. Your speciality is area {i} of the system. " * 20
         )
         roles.append(f"[roles.analyst{i}]\n")
+    # compact_at: the "fresh" lead writes its whole context into each spawn call, and the cost trigger
+    # (about 74K tokens) would compact it mid-way; this measures the cache, not compaction
     (project / "team.toml").write_text(
-        '[team]\nmodel = "sim"\nmax_agents = 60\nmax_concurrent = 60\n' + "".join(roles)
+        '[team]\nmodel = "sim"\nmax_agents = 60\nmax_concurrent = 60\ncompact_at = 500_000\n' + "".join(roles)
     )
     return project
 
