@@ -9,6 +9,7 @@ typed errors.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from teamrt.errors import TeamrtError, UserError
 
@@ -83,19 +84,9 @@ class ModelContextTooLong(ModelBadRequest):
     ``request_too_large`` (the body is over the API's size limit). The caller compacts and retries.
     ``tokens`` and ``limit`` are the figures of the message when it gives them (else None)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        error_type: str | None = None,
-        request_id: str | None = None,
-        attempts: int = 1,
-        detail: str = "",
-    ) -> None:
-        super().__init__(
-            message, status=status, error_type=error_type, request_id=request_id, attempts=attempts
-        )
+    def __init__(self, message: str, *, detail: str = "", **fields: Any) -> None:
+        """``detail``: the API's own message, where the figures are; ``fields``: ``ModelError``'s."""
+        super().__init__(message, **fields)
         found = _TOO_LONG_FIGURES.search(detail or message)
         self.tokens: int | None = int(found.group(1).replace(",", "")) if found else None
         self.limit: int | None = int(found.group(2).replace(",", "")) if found else None

@@ -59,9 +59,7 @@ def prompt_shape(params: dict[str, Any]) -> PromptShape:
         add(b"T", tool)
     for block in system_blocks(params.get("system")):
         add(b"S", block)
-    digest.update(
-        b"P" + canonical({"thinking": params.get("thinking"), "tool_choice": params.get("tool_choice")})
-    )
+    digest.update(b"P" + canonical(_keyed(params)))
     for message in params.get("messages") or []:
         for block in message_blocks(message):
             add(b"U" if message.get("role") == "user" else b"A", block)
@@ -112,3 +110,13 @@ def memory_for(base_url: str, key: str | None) -> PrefixMemory:
                 del _memories[next(iter(_memories))]
             memory = _memories[name] = PrefixMemory()
         return memory
+
+
+def _keyed(params: dict[str, Any]) -> dict[str, Any]:
+    """The request fields the cache's key takes in besides the blocks: ``thinking`` and ``tool_choice``, and
+    ``output_config`` when it is sent (the API keys the prefix on the top-level effort: docs, "Per-message
+    effort")."""
+    keyed = {"thinking": params.get("thinking"), "tool_choice": params.get("tool_choice")}
+    if params.get("output_config") is not None:
+        keyed["output_config"] = params["output_config"]
+    return keyed

@@ -2,9 +2,9 @@
 
 - The prompt is rendered tools -> system -> messages; every content block is a
   position, and a position's key is a hash of the model and everything up to
-  and including it. ``tool_choice`` and ``thinking`` enter the key where the
-  messages begin: changing them loses the conversation's entries, not the
-  tools' or the system's.
+  and including it. ``tool_choice``, ``thinking`` and ``output_config`` (the
+  effort) enter the key where the messages begin: changing them loses the
+  conversation's entries, not the tools' or the system's.
 - A block with ``cache_control`` is a breakpoint (at most 4); a top-level
   ``cache_control`` marks the last cacheable block (not a thinking block) and
   takes one of the 4 unless that block is marked already. For each
@@ -76,9 +76,7 @@ def render(params: dict[str, Any]) -> list[Position]:
         add(b"T", tool)
     for block in system_blocks(params.get("system")):
         add(b"S", block)
-    digest.update(
-        b"P" + canonical({"thinking": params.get("thinking"), "tool_choice": params.get("tool_choice")})
-    )
+    digest.update(b"P" + canonical(_keyed(params)))
     for message in params.get("messages") or []:
         tag = _ROLE_TAGS.get(message.get("role"), b"A")
         for block in message_blocks(message):
@@ -161,3 +159,13 @@ class CacheLedger:
             entry = self._entries.get(position.key)
             if entry is not None and entry[0] > now:
                 self._entries[position.key] = (now + TTL_SECONDS[entry[1]], entry[1])
+
+
+def _keyed(params: dict[str, Any]) -> dict[str, Any]:
+    """The request fields the cache's key takes in besides the blocks: ``thinking`` and ``tool_choice``, and
+    ``output_config`` when it is sent (the API keys the prefix on the top-level effort: docs, "Per-message
+    effort")."""
+    keyed = {"thinking": params.get("thinking"), "tool_choice": params.get("tool_choice")}
+    if params.get("output_config") is not None:
+        keyed["output_config"] = params["output_config"]
+    return keyed

@@ -134,13 +134,15 @@ def test_a_1h_breakpoint_after_a_5m_one_is_refused() -> None:
         validate(body(*blocks(3, marks={0: "5m", 2: "1h"})))
 
 
-def test_tool_choice_and_thinking_change_the_conversation_not_the_system() -> None:
+def test_tool_choice_thinking_and_effort_change_the_conversation_not_the_system() -> None:
     system = [{"type": "text", "text": "s" * 5000, "cache_control": {"type": "ephemeral"}}]
     base = {**body(text("5m")), "system": system}
     keys = render(base)
     other = render({**base, "tool_choice": {"type": "any"}})
     assert keys[0].key == other[0].key, "the system entry survives"
     assert keys[-1].key != other[-1].key, "the conversation's entry does not"
+    cheaper = render({**base, "output_config": {"effort": "low"}})  # a fork at a cheaper effort
+    assert keys[0].key == cheaper[0].key and keys[-1].key != cheaper[-1].key, "effort is in the key too"
 
 
 def _marked(params: dict[str, Any]) -> list[str]:
