@@ -492,7 +492,8 @@ def test_a_setting_the_role_s_model_does_not_take_is_one_line(
         (f"[team]\ncompact_at = {2**70}\n", "[team] compact_at must be at most"),
         (
             '[team]\nthinking = "off"\neffort = "max"\n',
-            '[lead] thinking "off" on claude-sonnet-5-5 is thinking.type "between_tools", which the API refuses at effort',
+            '[lead] thinking "off" on claude-sonnet-5-5 is thinking.type "between_tools", which the API'
+            " refuses at effort",
         ),
         (
             "[team]\neffort = ['low']\n",
