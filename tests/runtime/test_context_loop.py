@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import re
 from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from teamrt.models import ModelRequest, ModelResponse, Reply, ScriptedModel, open_model
 from teamrt.models.catalog import lookup
@@ -51,13 +54,14 @@ def run_on_sim(
 ) -> tuple[Outcome, list[Any]]:
     """The agent run to its end on ``sim``, and its history as it ended."""
     kept: list[Any] = []
+    info = spec.pop("info", lookup(model))
 
     async def go() -> Outcome:
         provider = open_model(model, sim=sim, settings=FAST)
         try:
             agent = AgentSpec(
                 name=AGENT, model=provider, model_name=model, system=system, tools={t.name: t for t in tools},
-                permissions=Permissions("bypassPermissions"), info=lookup(model), role="worker",
+                permissions=Permissions("bypassPermissions"), info=info, role="worker",
                 max_tokens=2000, **spec,
             )  # fmt: skip
             env = AgentEnv(
@@ -193,6 +197,28 @@ def test_compaction_on_demand_reads_the_cache_keeps_the_facts_and_resumes_exactl
     assert "NOTE: fact0" not in last and FACTS["fact0"] in last, (
         "fact 0 was compacted and kept by the summary"
     )
+
+
+@pytest.mark.slow  # 200K tokens of context, the least window of a model the simulator serves
+def test_a_window_smaller_than_the_catalog_said_is_found_by_the_api_s_400_and_compacted_under(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API's "prompt is too long" answer, through the real SDK: the client believed a 400K window (a
+    stale catalog), the simulator's is 200K; the loop learns the real one from the message, compacts
+    under it and goes on."""
+    model = "sim:claude-haiku-4-5"
+    believed = replace(lookup(model), context_window=400_000)  # type: ignore[type-var]
+    policy = replace(ContextPolicy.for_model(believed, 2000, 300_000), strategy="client")
+
+    async def big_page(input: dict[str, Any]) -> str:
+        return f"page {input.get('n')}: " + "y" * 45_000  # under the spill limit: it stays in the context
+
+    with SimServer({"worker": reader(20)}) as sim, caplog.at_level(logging.INFO, "teamrt.runtime.loop"):
+        outcome = on_sim(rig, sim, model, [FakeTool("read", act=big_page)], info=believed, context=policy)
+    assert outcome.status == "done", outcome.reason
+    refused = [r.getMessage() for r in caplog.records if "prompt is too long" in r.getMessage()]
+    assert len(refused) == 1, "one 'prompt is too long', then the real window is known"
+    assert "> 200000 maximum" in refused[0] and "cleared old tool results" in compactions(rig)
 
 
 # -- recovery, on the scripted model ----------------------------------------------------------------------
