@@ -54,9 +54,10 @@ class WaitHistory:
     """One agent's waits for mail: read from the run's events on first use, so a resumed or continued
     run goes on with the history it had, then kept as the agent records more."""
 
-    def __init__(self, store: Store, agent: str) -> None:
+    def __init__(self, store: Store, agent: str, *, fresh: bool = False) -> None:
+        """``fresh``: a new agent, which has no waits to read (nothing is read before its first call)."""
         self._store, self._agent = store, agent
-        self._waits: list[Wait] | None = None
+        self._waits: list[Wait] | None = [] if fresh else None
 
     @property
     def waits(self) -> list[Wait]:

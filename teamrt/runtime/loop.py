@@ -65,6 +65,7 @@ class AgentLoop:
         self.turns = 0
         self._failed_compactions = 0  # in a row; at MAX_FAILED_COMPACTIONS only the limit makes it compact
         self._prefix_checked = False  # the system prompt and tools compared with the history's, once
+        self._prefix_digest: str | None = None  # to keep with the next assistant turn (``prefixguard``)
         self._policy: ContextPolicy | None = spec.context  # None: chosen at the first request
         self._window_cap: int | None = None  # the input limit a "prompt is too long" answer revealed
         fixed = request_tokens({"tools": [tool_param(t) for t in spec.tools.values()], "system": spec.system})
@@ -79,7 +80,9 @@ class AgentLoop:
         self._unfinished: set[str] = set()  # tool calls of the last turn whose result is not kept yet
         self._paused = False  # the last turn ended ``pause_turn``: the API paused it mid-way
         self._clamp_said = False
-        self._waits = WaitHistory(env.store, spec.name)  # waits for mail: they choose the cache's lifetime
+        self._waits = WaitHistory(
+            env.store, spec.name, fresh=not self.messages
+        )  # waits for mail: they choose the cache's lifetime
 
     @property
     def _max_tokens(self) -> int:
@@ -327,15 +330,17 @@ class AgentLoop:
         self._prefix_checked = True
         spec, store = self.spec, self.env.store
         now = prefixguard.digest(spec.system, [tool_param(t) for t in spec.tools.values()])
+        if not prefixguard.has_thinking(self.messages):  # nothing to check (a new agent): no read at all
+            self._prefix_digest = now
+            return
         before = prefixguard.recorded(store, spec.name)
         if now == before:
             return
-        binds = spec.info is not None and spec.info.binds_thinking
-        if before is not None and binds and prefixguard.has_thinking(self.messages):
+        if before is not None and spec.info is not None and spec.info.binds_thinking:
             log.info("%s: its system prompt or tools changed; its thinking blocks are left out", spec.name)
             why = "thinking left out: the system prompt or tools changed"
             await self._replace_history(prefixguard.without_thinking(self.messages), why)
-        await store.append_event(prefixguard.PREFIX, {"digest": now}, agent=spec.name)
+        self._prefix_digest = now
 
     @property
     def context_policy(self) -> ContextPolicy:
@@ -522,6 +527,11 @@ class AgentLoop:
     async def _append_assistant(self, response: ModelResponse) -> None:
         uses = [ToolUse(b["id"], b["name"], b["input"], self._read_only(b)) for b in response.tool_uses]
         usage = _stored_usage(response)
+        prefix = (
+            []
+            if self._prefix_digest is None
+            else [NewEvent(prefixguard.PREFIX, {"digest": self._prefix_digest})]
+        )
         await self.env.store.append_turn(
             self.spec.name,
             epoch=self.epoch,
@@ -531,7 +541,9 @@ class AgentLoop:
             model=response.model,
             usage=usage,
             tool_uses=uses,
+            events=prefix,  # the prefix the turn's thinking is bound to, kept with it in one commit
         )
+        self._prefix_digest = None
         if content := replayable(response.content):
             self._add_message({"role": "assistant", "content": content})
         self._sizer.answered(response.usage)

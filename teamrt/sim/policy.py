@@ -176,6 +176,8 @@ def default_thought(request: SimRequest) -> str:
         errors = f", {failed} with an error" if failed else ""
         return f"{len(outcomes)} call(s) of {names} came back{errors}; I decide the next step from them."
     asked = request.last_user_text.strip().splitlines()
-    if asked:
+    if asked and not asked[0].lstrip().startswith("<"):
         return f"I was asked: {asked[0][:120]}. I answer from what the conversation holds."
+    if asked:  # mail: its header is not repeated, or a policy reading the whole text would take it as new
+        return "Mail came in; I read it and decide the next step."
     return "I go on with the task from where the conversation stands."

@@ -319,6 +319,18 @@ def test_a_resumed_run_delivers_again_from_the_store_what_a_crashed_run_set_asid
 # -- no silent hang --------------------------------------------------------------------
 
 
+def lead_after_ready(request: SimRequest) -> Reply:
+    """``team_lead``, but spawning the reviewer waiting for its first answer: the reviewer has idled (its busy
+    mark cleared) before the lead's "Please review" goes out and is lost, the order these tests are about,
+    held by the spawn rather than left to which agent's call comes back first."""
+    if not request.calls("spawn_agent"):
+        return Reply().call(
+            "spawn_agent",
+            {"kind": "team", "role": "reviewer", "directives": ["Review plans when asked."], "wait": True},
+        )
+    return team_lead(request)
+
+
 def quick_watchdog(supervisor: Supervisor) -> None:
     supervisor.watchdog.settle = 0.5
 
@@ -356,7 +368,7 @@ def test_a_team_that_stays_stalled_after_the_wake_ends_failed_with_the_reason(
 ) -> None:
     """The lead's "Please review" is removed: the reviewer stays marked busy, so the lead cannot end; woken,
     it idles again with nothing moving, and the run ends failed with the reason instead of hanging."""
-    sim.policies.update({"lead": team_lead, "reviewer": reviewer})
+    sim.policies.update({"lead": lead_after_ready, "reviewer": reviewer})
     hook, removed = at_delivery(project, "lead", "reviewer", removing)
     outcome, store = run_with(project, sim, hook, setup=quick_watchdog)
     assert removed
@@ -380,7 +392,7 @@ def test_a_store_that_stops_while_every_agent_idles_ends_the_run_in_its_failure(
     last write, then nothing: a full disk), and the stall watchdog is kept out of the way. Before, the
     team waited for ever for mail no agent could write any more; now every agent is stopped and the run
     ends with the store's failure."""
-    sim.policies.update({"lead": team_lead, "reviewer": reviewer})
+    sim.policies.update({"lead": lead_after_ready, "reviewer": reviewer})
     stopped = StoreWriteFailed("the run store", "no space left on device (a test)")
     running: list[Supervisor] = []
     hook, lost = at_delivery(project, "lead", "reviewer", removing)
