@@ -10,12 +10,13 @@ output tokens are reserved at ``max_tokens`` when a request starts and settled w
 ``Pacer`` (one per account and server in the process, from ``pacer_for``) keeps the newest figures and,
 before each call, waits until the buckets hold the call's estimate (its input tokens and ``max_tokens``):
 the time the deficit takes to refill at the rate the figures imply, never past the bucket's reset. Calls
-admitted but not yet answered are debited locally, so a burst of concurrent calls is paced among
-themselves. Before the first figures arrive, calls go while together they stay within the API's
-smallest published limits (``FLOOR``: what any account may send at once); the rest wait for the figures
-of the first (its headers come back as its response starts). A wait is bounded by ``MAX_WAIT_S`` (then
-the call goes, logged, and the SDK's own retries honour ``retry-after``) and is cancelled with the task
-that waits (a stopped agent stops waiting).
+admitted but not yet answered are debited locally, all of them (one sent before the call whose figures the
+pacer holds may reach the server after it), so a burst of concurrent calls is paced among themselves.
+Before the first figures arrive, calls go while together they stay within the API's smallest published
+limits (``FLOOR``: what any account may send at once); the rest wait for the figures of the first (its
+headers come back as its response starts). A wait is bounded by ``MAX_WAIT_S`` (then the call goes,
+logged, and the SDK's own retries honour ``retry-after``) and is cancelled with the task that waits (a
+stopped agent stops waiting).
 
 The key is never kept: a pacer is found by a fingerprint of it. Headers are read tolerantly: a value that
 is malformed, out of range or hostile is ignored, never raised on.
@@ -261,7 +262,10 @@ class Pacer:
             within = all(sum(d[i] for d in sent) + need[i] <= FLOOR[i] for i in range(3))
             return 0.0 if not sent or within else max(0.0, self.probe_wait - waited)
         now = self._clock()
-        debits = [t.need for s, t in self._pending.items() if s > self._observed_seq]
+        # every call still in flight is debited, even one admitted before the call whose figures these are:
+        # it may reach the server after that call (a slow connection, a loaded machine), and the figures
+        # would not count it yet; counting a call twice only waits longer, counting it never meets a 429
+        debits = [t.need for t in self._pending.values()]
         wanted = {
             "requests": (need[0], sum(d[0] for d in debits)),
             "input": (need[1], sum(d[1] for d in debits)),
