@@ -154,6 +154,8 @@ class Ticket:
     seq: int
     need: tuple[int, int, int]
     """(requests, input tokens, output tokens)."""
+    sent: float | None = None
+    """The wall-clock time the call was let through: the server answered after it."""
 
 
 class Pacer:
@@ -192,7 +194,7 @@ class Pacer:
             with self._lock:
                 wait = self._wait_for(need, self._clock() - started)
                 if wait <= 0:
-                    ticket = Ticket(next(self._seq), need)
+                    ticket = Ticket(next(self._seq), need, self._wall())
                     self._pending[ticket.seq] = ticket
                     self.waited_s += self._clock() - started
                     return ticket
@@ -203,7 +205,7 @@ class Pacer:
                     " sending it anyway", need[1], need[2], self.max_wait,
                 )  # fmt: skip
                 with self._lock:
-                    ticket = Ticket(next(self._seq), need)
+                    ticket = Ticket(next(self._seq), need, self._wall())
                     self._pending[ticket.seq] = ticket
                     self.waited_s += self._clock() - started
                 return ticket
@@ -223,7 +225,8 @@ class Pacer:
                 self._wake()
                 return
             self._observed_seq = seq
-            self._levels = {} if limits is None else self._levels_of(limits)
+            sent = ticket.sent if ticket is not None else None
+            self._levels = {} if limits is None else self._levels_of(limits, sent)
             self._wake()
 
     def release(self, ticket: Ticket) -> None:
@@ -232,9 +235,15 @@ class Pacer:
             if self._pending.pop(ticket.seq, None) is not None:
                 self._wake()
 
-    def _levels_of(self, limits: RateLimits) -> dict[str, _Level]:
+    def _levels_of(self, limits: RateLimits, sent: float | None = None) -> dict[str, _Level]:
+        """The buckets as ``limits`` report them. A bucket's refill rate is what it lacks over the time to its
+        reset, counted from when the call was ``sent`` where known: the server wrote the figures between
+        then and now, and the earlier start only lowers the rate (a response read late, on a loaded
+        machine, would otherwise make the buckets look as if they refill faster than they do)."""
         now = self._clock()
         observed = limits.observed.timestamp() if limits.observed is not None else self._wall()
+        if sent is not None:
+            observed = min(observed, sent)
         levels: dict[str, _Level] = {}
         named = {"requests": limits.requests, "input": limits.input_tokens, "output": limits.output_tokens}
         if limits.input_tokens.limit is None and limits.output_tokens.limit is None:
