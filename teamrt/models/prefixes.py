@@ -59,7 +59,7 @@ def prompt_shape(params: dict[str, Any]) -> PromptShape:
         add(b"T", tool)
     for block in system_blocks(params.get("system")):
         add(b"S", block)
-    digest.update(b"P" + canonical(_keyed(params)))
+    digest.update(b"P" + canonical(keyed_fields(params)))
     for message in params.get("messages") or []:
         for block in message_blocks(message):
             add(b"U" if message.get("role") == "user" else b"A", block)
@@ -112,7 +112,7 @@ def memory_for(base_url: str, key: str | None) -> PrefixMemory:
         return memory
 
 
-def _keyed(params: dict[str, Any]) -> dict[str, Any]:
+def keyed_fields(params: dict[str, Any]) -> dict[str, Any]:
     """The request fields the cache's key takes in besides the blocks: ``thinking`` and ``tool_choice``, and
     ``output_config`` when it is sent (the API keys the prefix on the top-level effort: docs, "Per-message
     effort")."""

@@ -28,6 +28,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from teamrt.models.prefixes import keyed_fields
 from teamrt.models.tokens import bytes_tokens, canonical, message_blocks, system_blocks
 
 LOOKBACK_BLOCKS = 20
@@ -76,7 +77,7 @@ def render(params: dict[str, Any]) -> list[Position]:
         add(b"T", tool)
     for block in system_blocks(params.get("system")):
         add(b"S", block)
-    digest.update(b"P" + canonical(_keyed(params)))
+    digest.update(b"P" + canonical(keyed_fields(params)))
     for message in params.get("messages") or []:
         tag = _ROLE_TAGS.get(message.get("role"), b"A")
         for block in message_blocks(message):
@@ -159,13 +160,3 @@ class CacheLedger:
             entry = self._entries.get(position.key)
             if entry is not None and entry[0] > now:
                 self._entries[position.key] = (now + TTL_SECONDS[entry[1]], entry[1])
-
-
-def _keyed(params: dict[str, Any]) -> dict[str, Any]:
-    """The request fields the cache's key takes in besides the blocks: ``thinking`` and ``tool_choice``, and
-    ``output_config`` when it is sent (the API keys the prefix on the top-level effort: docs, "Per-message
-    effort")."""
-    keyed = {"thinking": params.get("thinking"), "tool_choice": params.get("tool_choice")}
-    if params.get("output_config") is not None:
-        keyed["output_config"] = params["output_config"]
-    return keyed
