@@ -5,6 +5,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The MCP conformance test's server (tests/test_mcp_everything.py), pinned by tests/mcp_everything's lock file,
+# installed with npm next to the venv and stamped the same way.
+NODE_PACKAGES := tests/mcp_everything
+NPM_DIR := .npm
+NPM_STAMP := $(NPM_DIR)/.installed
 
 .PHONY: demo test lint typecheck bench mutants clean
 
@@ -13,6 +18,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+$(NPM_STAMP): $(NODE_PACKAGES)/package.json $(NODE_PACKAGES)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make: node and npm are needed for the MCP conformance test (tests/test_mcp_everything.py): install Node.js 20 or later" >&2; exit 1; }
+	mkdir -p $(NPM_DIR)
+	cp $(NODE_PACKAGES)/package.json $(NODE_PACKAGES)/package-lock.json $(NPM_DIR)/
+	npm ci --prefix $(NPM_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/teamrt demo
@@ -26,7 +38,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # Three workers on two cores: most tests wait on processes, sockets and files, not on the CPU.
-test: lint typecheck
+test: lint typecheck $(NPM_STAMP)
 	$(BIN)/pytest -n 3
 
 bench: $(STAMP)
@@ -46,4 +58,4 @@ mutants: $(STAMP)
 	$(BIN)/python benchmarks/mutants.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) $(NPM_DIR) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

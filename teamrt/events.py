@@ -75,6 +75,8 @@ EventKind = Literal[
     "sandbox",
     "protected.quarantined",
     "hook",
+    # memory: a path-scoped rule given to an agent (teamrt.runtime.scopedrules)
+    "memory.rule",
     # MCP servers
     "mcp.process",
     "mcp.started",
@@ -83,6 +85,14 @@ EventKind = Literal[
     "mcp.stopped",
     "mcp.refused",
     "mcp.notice",
+    # what MCP servers ask of the client and tell it (teamrt.mcp.capabilities)
+    "mcp.sampled",
+    "mcp.elicited",
+    "mcp.progress",
+    "mcp.log",
+    "mcp.tools",
+    # a person's /mcp__<server>__<prompt> command expanded, or refused (teamrt.mcp.prompts)
+    "mcp.prompt",
     # the simulator
     "sim.unplayed",
 ]

@@ -58,6 +58,7 @@ reference is ``docs/team-file.md``. A full example::
     [mcp]                         # what MCP servers may use (default: none of it)
     env = ["GITHUB_TOKEN"]        # variables a repository's .mcp.json may name as ${VAR}
     private_hosts = ["localhost:3000"]   # loopback or private hosts an HTTP MCP server may be at
+    fetch_packages = ["@modelcontextprotocol/server-everything"]   # packages npx/uvx servers may download
 
     [mcp.servers.tracker]         # MCP servers for every agent, as .mcp.json writes them
     command = "tracker-mcp"       # stdio: command, args, env; or type = "http", url, headers
@@ -136,7 +137,7 @@ PERMISSION_KEYS = ("allow", "deny", "ask")
 MERGE_KEYS = ("gates", "integration_branch", "gate_timeout")
 SANDBOX_KEYS = ("network", "unconfined", "env", "read", "max_processes", "max_memory_mb", "max_file_mb")
 WEB_KEYS = ("private_hosts", "search_allowed_domains", "search_blocked_domains")
-MCP_KEYS = ("servers", "env", "private_hosts")
+MCP_KEYS = ("servers", "env", "private_hosts", "fetch_packages")
 SECTIONS = ("team", "lead", "roles", "permissions", "merge", "sandbox", "web", "mcp")
 MAX_BYTES = 1024 * 1024
 """A larger team file is refused unread."""
@@ -207,6 +208,9 @@ class Team:
     """Variables a repository's MCP entries (``.mcp.json``, its agent files) may expand as ``${VAR}``."""
     mcp_private_hosts: tuple[str, ...] = ()
     """Hosts (``name`` or ``name:port``) on loopback or private addresses that HTTP MCP servers may be at."""
+    mcp_fetch_packages: tuple[str, ...] = ()
+    """Packages a server started by ``npx``, ``uvx`` ... may download: it gets the network and a package
+    cache (``teamrt.mcp.launchers``)."""
     effort: str | None = None
     compact_at: int | None = None
     thinking: str | int | None = None
@@ -272,6 +276,7 @@ def load_team(path: Path, *, project: Path) -> Team:
     settings["web"] = _web(path, raw.get("web", {}))
     settings["mcp_servers"] = _mcp_servers(path, raw.get("mcp", {}))
     settings["mcp_env"], settings["mcp_private_hosts"] = _mcp_allowed(path, raw.get("mcp", {}))
+    settings["mcp_fetch_packages"] = _mcp_fetch_packages(path, raw.get("mcp", {}))
     team_file = Team(  # an absent key keeps the dataclass's default
         path=path,
         name=team.text("name") or path.stem,
@@ -386,6 +391,21 @@ def _mcp_allowed(path: Path, value: object) -> tuple[tuple[str, ...] | None, tup
         if name.startswith(_SECRET_VARIABLES):
             raise table.error(f"env: {name} is never passed to MCP servers (teamrt's own credentials)")
     return env, table.texts("private_hosts")
+
+
+def _mcp_fetch_packages(path: Path, value: object) -> tuple[str, ...] | None:
+    """``[mcp] fetch_packages``: package names, each checked (no wildcards: a grant of the network is for
+    exactly the packages named)."""
+    from teamrt.mcp.launchers import FetchEntryError, fetch_entry
+
+    table = _Table(path, "mcp", value, MCP_KEYS)
+    names = table.texts("fetch_packages")
+    for name in names or ():
+        try:
+            fetch_entry(name)
+        except FetchEntryError as e:
+            raise table.error(str(e)) from None
+    return names
 
 
 def _roles(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
@@ -602,6 +622,6 @@ def team_from_json(data: dict[str, Any]) -> Team:
     web: dict[str, Any] = fields.get("web") or {}  # absent in runs made before [web] existed
     fields["web"] = WebPolicy(**{k: tuple(v) for k, v in web.items()})
     fields.setdefault("mcp_servers", {})
-    for key in ("mcp_env", "mcp_private_hosts"):  # absent in runs made before [mcp] env existed
+    for key in ("mcp_env", "mcp_private_hosts", "mcp_fetch_packages"):  # absent in runs made before them
         fields[key] = tuple(fields.get(key) or ())
     return Team(**fields)

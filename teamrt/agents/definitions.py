@@ -6,16 +6,27 @@ four sources, the lowest precedence first: teamrt's built-ins, the user's
 ``~/.claude/agents/`` (``$CLAUDE_CONFIG_DIR/agents``), the project's
 ``.claude/agents/`` and the project's ``.teamrt/agents/``; folders are
 searched at any depth, and a later source replaces an earlier one's agent of
-the same name. A file that cannot load is skipped with one warning line
+the same name, or of the same role name. A file that cannot load is skipped with one warning line
 ``<path>: <cause>`` and the rest load (``scan_definitions``). A field teamrt
 cannot honour (a tool it lacks, an unknown mode, a field it does not use)
 is left out with a warning, never silently.
+
+Names: an agent's ``name`` is kept as the person wrote it, as Claude Code keeps
+it: ``Python Testing Expert`` and ``team/reviewer`` load, and that name is the
+agent type the model passes to Task. teamrt also needs a name it can use for a
+role, a mailbox and a folder, so each agent gets a ``role_name`` made only of
+``a-z 0-9 _ -`` (``python-testing-expert``, ``team-reviewer``): a slash, ``..``
+or any other character of a path never reaches one. Two of the person's agents
+whose names become the same role name clash as two of the same name do: a
+later source's wins (the project's over the user's), with a warning naming
+both; in one folder the first file by path wins and the other is skipped.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import re
 import stat
@@ -26,8 +37,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from teamrt.agents import plugin_agents
 from teamrt.agents.frontmatter import FrontMatterError, parse, split
 from teamrt.claudecode.paths import claude_home
+from teamrt.claudecode.plugins import load_plugins
 from teamrt.errors import UserError
 from teamrt.models.catalog import EFFORT_LEVELS
 from teamrt.tools.names import LATER, canonical
@@ -50,15 +63,19 @@ BUILTIN, USER, PROJECT, TEAMRT = "built-in", "user", "project", "teamrt"
 
 FIELDS = frozenset({
     "name", "description", "tools", "disallowedTools", "model", "permissionMode", "maxTurns", "mcpServers",
-    "effort",
+    "effort", "skills",
 })  # fmt: skip
 """The front matter fields teamrt uses."""
 SILENT_FIELDS = frozenset({"color"})
 """Claude Code's fields that only change how Claude Code shows an agent: ignored without a word."""
-UNUSED_FIELDS = ("hooks", "skills", "memory", "background", "isolation", "initialPrompt")
+UNUSED_FIELDS = ("hooks", "memory", "background", "isolation", "initialPrompt")
 """Claude Code's fields teamrt does not use (yet): ignored with a warning."""
 
 MAX_NAME = 64
+"""The longest role name (``teamrt.mailbox.names``)."""
+MAX_WRITTEN = 128
+"""The longest name an agent file may give: Claude Code sets no limit, but the name is shown in prompts,
+logs and hook input."""
 MAX_BYTES = 512 * 1024
 """A larger agent file is skipped unread."""
 MAX_FILES = 1000
@@ -67,6 +84,8 @@ MAX_ENTRIES = 20_000
 """Files and folders walked in one source's folder, agent files or not."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_BREAKS = ("Zl", "Zp")
+"""Unicode's line and paragraph separators: a name is one line."""
 _TOOL_PATTERN = re.compile(r"(\w+)\s*\((.*)\)\s*", re.DOTALL)
 _MCP_TOOL = re.compile(r"mcp__[A-Za-z0-9_-]+(__\*)?")
 """Every tool of an MCP server (``mcp__github``, ``mcp__github__*``), or one (``mcp__github__get_issue``)."""
@@ -100,14 +119,17 @@ class AgentDefinition:
     effort: str | None = None
     """The agent's ``output_config.effort``, as Claude Code's ``effort`` field gives it; None: its team
     file role's, else the team's (a role's own setting wins over it, as a role's model does)."""
+    skills: tuple[str, ...] = ()
+    """Claude Code's ``skills``: the skills whose bodies the agent starts with in its context (as Claude
+    Code preloads them into a subagent), by name."""
 
 
 def kept_definition(data: Mapping[str, Any]) -> AgentDefinition:
     """A definition as a run kept it (``dataclasses.asdict``), for a resume after its file stopped
-    loading; tools kept under older names (``read``) get the names the model sees now."""
+    loading; tools kept under older names (``read``, ``MultiEdit``) get the names the model sees now."""
 
     def names(kept: Any) -> tuple[str, ...]:
-        return tuple(canonical(str(name)) or str(name) for name in kept or ())
+        return tuple(dict.fromkeys(canonical(str(name)) or str(name) for name in kept or ()))
 
     return AgentDefinition(
         name=str(data["name"]),
@@ -122,6 +144,7 @@ def kept_definition(data: Mapping[str, Any]) -> AgentDefinition:
         scope=str(data.get("scope", PROJECT)),
         mcp_servers=tuple(data.get("mcp_servers") or ()),
         effort=data.get("effort") if data.get("effort") in EFFORT_LEVELS else None,
+        skills=tuple(str(name) for name in data.get("skills") or ()),
     )
 
 
@@ -174,6 +197,7 @@ def parse_definition(text: str, source: str, *, scope: str = PROJECT) -> AgentDe
             scope=scope,
             mcp_servers=_mcp_servers(fields.get("mcpServers")),
             effort=_effort(fields.get("effort"), warnings),
+            skills=_skills(fields.get("skills"), warnings),
         )
     except (FrontMatterError, _Problem) as exc:
         raise DefinitionError(source, str(exc)) from None
@@ -193,8 +217,14 @@ def parse_definition(text: str, source: str, *, scope: str = PROJECT) -> AgentDe
 
 def role_name(name: str) -> str:
     """The role (and mailbox) name of agent ``name``: lowercased, every character other than a-z, 0-9,
-    ``_`` and ``-`` made ``-``, leading ``-`` and ``_`` dropped (``Code.Reviewer`` is ``code-reviewer``)."""
-    return re.sub(r"[^a-z0-9_-]", "-", name.lower()).lstrip("-_")[:MAX_NAME]
+    ``_`` and ``-`` made ``-``, leading ``-`` and ``_`` dropped (``Code.Reviewer`` is ``code-reviewer``,
+    ``Python Testing Expert`` ``python-testing-expert``, ``team/reviewer`` ``team-reviewer``). A name with
+    no such letter or digit at all (``日本語``, ``..``) is ``agent-`` and a digest of the name: still one
+    name per agent, and never a path."""
+    made = re.sub(r"[^a-z0-9_-]", "-", name.lower()).lstrip("-_")[:MAX_NAME]
+    if made.strip("-_"):
+        return made
+    return "agent-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def builtin_definitions() -> dict[str, AgentDefinition]:
@@ -203,8 +233,11 @@ def builtin_definitions() -> dict[str, AgentDefinition]:
 
 
 def agent_folders(project: Path) -> list[tuple[str, Path]]:
-    """The folders agent files load from by scope, the lowest precedence first (the built-ins before)."""
+    """The folders agent files load from by scope, the lowest precedence first (the built-ins before):
+    the enabled plugins' (``plugin:<name>``, a folder or one file; ``teamrt.agents.plugin_agents``), the
+    user's, the project's."""
     return [
+        *load_plugins(project).agent_folders,
         (USER, claude_home() / "agents"),
         (PROJECT, project / ".claude" / "agents"),
         (TEAMRT, project / ".teamrt" / "agents"),
@@ -224,26 +257,52 @@ def scan_definitions(project: Path) -> AgentScan:
     overridden: list[AgentDefinition] = []
     notes: list[str] = []
     for scope, folder in agent_folders(project):
-        inside = None if scope == USER else project
-        mine: dict[str, AgentDefinition] = {}
-        for path in _files(folder, inside, notes):
+        plugin = plugin_agents.is_plugin(scope)
+        inside = plugin_agents.inside(folder) if plugin else None if scope == USER else project
+        mine: dict[str, AgentDefinition] = {}  # by role name
+        for path in [folder] if plugin and folder.is_file() else _files(folder, inside, notes):
             try:
                 definition = parse_definition(_read(path, inside), str(path), scope=scope)
             except DefinitionError as exc:
                 skipped.append(str(exc))
                 continue
-            earlier = mine.get(definition.name)
+            if plugin:
+                definition = plugin_agents.plugin_definition(definition, scope, folder, path)
+            role = role_name(definition.name)
+            earlier = mine.get(role)
             if earlier is not None:
-                skipped.append(
-                    one_line(f"{path}: agent {definition.name!r} is defined already in {earlier.source}")
-                )
+                skipped.append(one_line(f"{path}: {_clash(definition, earlier, role)}"))
                 continue
-            mine[definition.name] = definition
-        for name, definition in mine.items():
-            if name in found:
-                overridden.append(found[name])
-            found[name] = definition
+            mine[role] = definition
+        for role, definition in mine.items():
+            replaced = _replaced(found, definition, role)
+            if replaced is not None:
+                overridden.append(found.pop(replaced.name))
+                if replaced.name != definition.name:
+                    clash = _clash(definition, replaced, role)
+                    notes.append(one_line(f"{definition.source}: {clash}; the {scope} agent is used"))
+            found[definition.name] = definition
     return AgentScan(found, tuple(skipped), tuple(overridden), tuple(notes))
+
+
+def _replaced(
+    found: Mapping[str, AgentDefinition], definition: AgentDefinition, role: str
+) -> AgentDefinition | None:
+    """The agent of an earlier source that ``definition`` replaces: the one of its name, else one of the
+    person's (not a built-in, whose name the built-in team's roles name) whose name becomes ``role``."""
+    if definition.name in found:
+        return found[definition.name]
+    return next((d for d in found.values() if d.scope != BUILTIN and role_name(d.name) == role), None)
+
+
+def _clash(definition: AgentDefinition, earlier: AgentDefinition, role: str) -> str:
+    """Why ``definition`` and ``earlier`` cannot both load, on one line."""
+    if definition.name == earlier.name:
+        return f"agent {definition.name!r} is defined already in {earlier.source}"
+    return (
+        f"agent {definition.name!r} and agent {earlier.name!r} of {earlier.source} both become the role"
+        f" {role!r}"
+    )
 
 
 def load_definitions(project: Path) -> dict[str, AgentDefinition]:
@@ -343,14 +402,16 @@ def _required_text(value: object, key: str) -> str:
 
 
 def _name(value: object) -> str:
+    """The name as written, as Claude Code takes it: spaces, slashes, dots and letters of any script
+    included (``role_name`` makes the name teamrt files it under). Control, format and line-separator
+    characters are refused: the name is shown on terminals and in prompts."""
     name = _required_text(value, "name")
     bad = next(
-        (c for c in name if c in "/\\" or c.isspace() or unicodedata.category(c).startswith("C")), None
+        (c for c in name if unicodedata.category(c)[0] == "C" or unicodedata.category(c) in _BREAKS), None
     )
-    if len(name) > MAX_NAME or bad is not None or not role_name(name):
+    if len(name) > MAX_WRITTEN or bad is not None:
         raise _Problem(
-            f"field 'name' must be 1-{MAX_NAME} characters with a letter or digit, no spaces, slashes or"
-            f" control characters, not {_show(name)}"
+            f"field 'name' must be 1-{MAX_WRITTEN} printable characters on one line, not {_show(name)}"
         )
     return name
 
@@ -461,6 +522,18 @@ def _effort(value: object, warnings: list[str]) -> str | None:
         warnings.append(f"effort {_show(value)} is not one of {', '.join(EFFORT_LEVELS)}; left out")
         return None
     return str(value)
+
+
+def _skills(value: object, warnings: list[str]) -> tuple[str, ...]:
+    """Claude Code's ``skills``: skills whose bodies the agent starts with (``teamrt.claudecode.skills``),
+    a comma-separated string or a list of names; the run warns of a name it has no skill for."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        warnings.append(f"skills: a comma-separated string or a list of names, not {_show(value)}; left out")
+        return ()
+    return tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
 
 
 def _max_turns(value: object) -> int | None:

@@ -1,5 +1,9 @@
 """Front matter: the YAML block between a Markdown file's first two ``---`` lines, read as Claude Code does.
 
+The file must open with a ``---`` line; the block ends at the next line made
+of three dashes or more: Claude Code 2.1 loads files whose front matter a
+longer rule (``-----``) closes, so teamrt does too.
+
 Strict YAML comes first (PyYAML's safe loader, a key given twice refused).
 Hand-written agent files are often not valid YAML: an unquoted description
 holding ``": "`` (``description: Use this agent when: ...``) is the common
@@ -23,6 +27,8 @@ import yaml
 from teamrt.errors import TeamrtError
 
 DELIMITER = "---"
+_CLOSING = re.compile(r"-{3,}")
+"""A line that closes the front matter: three dashes or more (trailing blanks aside)."""
 _KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?[ \t]*")
 _INDICATORS = tuple("[{\"'|>!&%@`")
 """Characters that give a YAML value a structure: a value starting with one is not taken as plain text."""
@@ -46,7 +52,7 @@ def split(text: str) -> Document:
     if lines[0].rstrip() != DELIMITER:
         raise FrontMatterError(f"no front matter: the file must start with a {DELIMITER!r} line")
     for end in range(1, len(lines)):
-        if lines[end].rstrip() == DELIMITER:
+        if _CLOSING.fullmatch(lines[end].rstrip()):
             return Document("\n".join(lines[1:end]), "\n".join(lines[end + 1 :]))
     raise FrontMatterError(f"front matter not closed: no {DELIMITER!r} line after the first")
 

@@ -10,8 +10,8 @@ environment, so nothing a model writes reaches its shell. Exit 0 is success
 (stdout may be JSON with a decision, or, for ``UserPromptSubmit`` and
 ``SessionStart``, text to add to the context); exit 2 blocks, its stderr told
 to the model; any other end is a non-blocking error. ``parse_hooks`` reads the
-settings; ``run_hook`` runs one; ``interpret`` says what its run means;
-``combine`` joins the answers of the hooks of one event.
+settings; ``run_hook`` runs one; ``teamrt.claudecode.hook_answers`` says what
+its run means.
 
 Departures from Claude Code: a hook runs in the sandbox of the ``Bash`` tool
 (``teamrt.sandbox.bwrap``), in the agent's workspace, with that workspace as
@@ -26,7 +26,7 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,27 +37,41 @@ from teamrt.sandbox.confinement import Confinement
 from teamrt.tools import names
 
 EVENTS = (
-    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop", "SessionStart", "TeammateIdle",
-    "TaskCompleted", "Notification",
+    "PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest", "UserPromptSubmit", "Stop",
+    "SubagentStart", "SubagentStop", "SessionStart", "SessionEnd", "PreCompact", "PostCompact",
+    "TeammateIdle", "TaskCompleted", "Notification",
 )  # fmt: skip
 """The events teamrt runs hooks at; a settings file naming another gets a warning."""
-TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
-CONTEXT_EVENTS = frozenset({"UserPromptSubmit", "SessionStart"})
-"""Events whose hooks' plain stdout (exit 0, not JSON) goes into the agent's context, as in Claude Code."""
-DECISIONS = ("allow", "deny", "ask")
+NEVER_FIRED = {
+    "Setup": "Setup hooks run with `teamrt init` (trigger init; `teamrt init --setup-only` runs them alone)"
+    " and `teamrt init --maintenance`, as Claude Code runs them only on --init, --init-only and"
+    " --maintenance; a run does not run them (as a plain `claude` start does not)",
+}
+"""Events Claude Code knows that a run never fires: one note each (``parse_hooks(..., setup=True)`` keeps
+Setup's for ``teamrt.claudecode.setup_hooks``)."""
+TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest"})
+NOTIFICATION_TYPES = frozenset({"permission_prompt", "idle_prompt", "budget_near", "elicitation_dialog"})
+"""The ``notification_type`` values teamrt sends (``teamrt.runtime.notices``)."""
+UNSENT_NOTIFICATIONS = {
+    "auth_success": "teamrt has no login: it reads an API key",
+    "elicitation_url_dialog": "teamrt asks the person in its own ask, never with a browser",
+}
+"""Claude Code's notification types teamrt never sends, and why (a matcher naming one gets a note)."""
 DEFAULT_TIMEOUT = 60.0
+"""A hook's timeout when it sets none (Claude Code's is 600 s; teamrt keeps a hung hook from holding an agent
+ten minutes)."""
 MAX_TIMEOUT = 3600.0
+"""The longest a hook may run: a larger ``timeout`` (seconds, as Claude Code reads it, so 30000 is 8.3 h) is
+cut to this, with a warning that names the milliseconds it may have meant."""
 KEPT_BYTES = 256 * 1024
 """Of each of a hook's stdout and stderr, what is kept; the rest is read and dropped."""
-TEXT_CHARS = 10_000
-"""The most of one hook's text (its stderr, a reason, a context) that the model reads."""
 DRAIN_SECONDS = 1.0
 """After a hook's group is gone, how long to wait for its pipes to close (a process that left the group may
 hold them open)."""
 PROJECT_DIR_ENV = "CLAUDE_PROJECT_DIR"
 _CHUNK = 65_536
 _PLAIN_MATCHER = re.compile(r"[A-Za-z0-9_|]+")
-_SILENT_FIELDS = frozenset({"type", "command", "timeout", "statusMessage"})
+_SILENT_FIELDS = frozenset({"type", "command", "timeout", "statusMessage", "async", "asyncRewake"})
 _TYPES = ("prompt", "agent", "http", "mcp_tool")
 
 
@@ -85,22 +99,40 @@ class Hook:
     source: Path
     pattern: re.Pattern[str] | None = field(default=None, compare=False)
     """The matcher as a regular expression, when it is one."""
+    background: bool = False
+    """``async`` (or ``asyncRewake``): it runs beside the agent, which does not wait for it
+    (``teamrt.runtime.hook_async``)."""
+    rewake: bool = False
+    """``asyncRewake``: its exit 2 (stderr, else stdout) reaches the agent as well."""
+    timeout_set: bool = False
+    """Whether its settings gave a ``timeout`` (a SessionEnd hook without one gets Claude Code's 1.5 s)."""
+    plugin_env: tuple[tuple[str, str], ...] = ()
+    """A plugin's hook: ``CLAUDE_PLUGIN_ROOT`` and ``CLAUDE_PLUGIN_DATA`` for its process
+    (``teamrt.claudecode.plugin_parts``)."""
+    roots: tuple[Path, ...] = ()
+    """A plugin's hook: its plugin's folder, shown read-only in its sandbox."""
 
     def matches(self, query: str | None) -> bool:
         """Whether the hook runs for ``query``: a tool's name (teamrt's or an alias), a source, an agent
         type; None (an event without a matcher) always. A matcher of plain names (``Bash|Write``) is a
-        list of names; any other is a regular expression searched in the name (Claude Code's rule)."""
+        list of names; any other is a regular expression searched in the name (Claude Code's rule).
+
+        A tool answers to every name it has (``_aliases``): ``MultiEdit`` is Edit's older name, so a
+        matcher naming Edit (``Edit|Write``, ``^Edit$``, ``.*Edit``) runs for a MultiEdit call an older
+        run still makes, and one naming MultiEdit runs for Edit: no guard written for either misses the
+        other. Names are compared as the model sees them, in any case (``edit`` is ``Edit``)."""
         if query is None or self.matcher in ("", "*"):
             return True
         if self.pattern is None:
             wanted = {names.canonical(n.strip()) or n.strip() for n in self.matcher.split("|")}
-            return query in wanted
+            return (names.canonical(query) or query) in wanted
         return any(self.pattern.search(name) for name in _aliases(query))
 
 
-def _aliases(name: str) -> list[str]:
-    """``name`` and Claude Code's other names for that tool (``Task``: ``Agent``)."""
-    return [name, *(alias for alias, target in names.ALIASES.items() if target == name)]
+def _aliases(name: str) -> tuple[str, ...]:
+    """``name`` and Claude Code's and teamrt's other names for that tool (``Task``: ``Agent``; ``Edit``:
+    ``MultiEdit``, and the other way)."""
+    return names.names_of(name)
 
 
 @dataclass(frozen=True)
@@ -123,11 +155,12 @@ class HookSet:
         return HookSet(tuple(h for h in self.hooks if h.scope in scopes), self.problems)
 
 
-def parse_hooks(files: Sequence[SettingsSource]) -> HookSet:
+def parse_hooks(files: Sequence[SettingsSource], *, setup: bool = False) -> HookSet:
     """The hooks of ``files`` (lowest precedence first). Nothing here fails a run: what cannot be used
     is left out with a problem line naming the file and the place. ``disableAllHooks: true`` turns off
     the hooks of its own scope, and the user's file turns off all of them: a repository cannot turn off
-    a person's own hooks."""
+    a person's own hooks. ``setup``: the ``Setup`` hooks are kept (``teamrt init``, ``teamrt trust``),
+    not left out with a note as for a run."""
     hooks: list[Hook] = []
     problems: list[str] = []
     off: set[str] = set()
@@ -142,15 +175,18 @@ def parse_hooks(files: Sequence[SettingsSource]) -> HookSet:
             problems.append(f"{file.path}: hooks must be an object of events; its hooks are left out")
             continue
         for event, groups in raw.items():
-            _parse_event(file, str(event), groups, hooks, problems)
+            _parse_event(file, str(event), groups, hooks, problems, setup=setup)
     return HookSet(tuple(hooks), tuple(problems))
 
 
 def _parse_event(
-    file: SettingsSource, event: str, groups: Any, hooks: list[Hook], problems: list[str]
+    file: SettingsSource, event: str, groups: Any, hooks: list[Hook], problems: list[str], *, setup: bool
 ) -> None:
     where = f"{file.path}: hooks.{event}"
-    if event not in EVENTS:
+    if event in NEVER_FIRED and not (setup and event == "Setup"):
+        problems.append(f"{where}: {NEVER_FIRED[event]}")
+        return
+    if event not in EVENTS and event not in NEVER_FIRED:
         problems.append(f"{where}: teamrt does not run {event} hooks (it runs {', '.join(EVENTS)})")
         return
     if not isinstance(groups, list):
@@ -167,6 +203,12 @@ def _parse_event(
                 f"{at}: matcher must be a string (a tool name, A|B, or a regular expression); left out"
             )
             continue
+        if event == "Notification" and _PLAIN_MATCHER.fullmatch(matcher):
+            for kind in (k.strip() for k in matcher.split("|")):
+                if kind in UNSENT_NOTIFICATIONS:
+                    problems.append(
+                        f"{at}: teamrt never sends {kind} notifications ({UNSENT_NOTIFICATIONS[kind]})"
+                    )
         pattern = None
         if matcher not in ("", "*") and not _PLAIN_MATCHER.fullmatch(matcher):
             try:
@@ -201,23 +243,43 @@ def _parse_hook(
     if not isinstance(command, str) or not command.strip():
         problems.append(f"{at}: command must be a non-empty string; left out")
         return None
-    timeout = entry.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT:
-        problems.append(
-            f"{at}: timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g};"
-            f" it gets {DEFAULT_TIMEOUT:g}"
-        )
-        timeout = DEFAULT_TIMEOUT
+    timeout = _timeout(entry, at, problems)
+    background = {name: entry.get(name, False) for name in ("async", "asyncRewake")}
+    for name, value in background.items():
+        if not isinstance(value, bool):
+            problems.append(f"{at}: {name} must be true or false; the hook is waited for")
+            background[name] = False
     for name in sorted(set(entry) - _SILENT_FIELDS):
-        if name in ("async", "asyncRewake"):
-            problems.append(f"{at}: {name!r} is not used by teamrt: it waits for the hook")
-        elif name == "if":
+        if name == "if":
             problems.append(
                 f"{at}: 'if' is not used by teamrt: the hook runs for every call its matcher matches"
             )
         else:
             problems.append(f"{at}: unknown field {name!r} ignored")
-    return Hook(event, matcher, command, float(timeout), file.scope, file.path, pattern)
+    rewake = background["asyncRewake"] is True
+    return Hook(
+        event, matcher, command, timeout, file.scope, file.path, pattern,
+        background=rewake or background["async"] is True, rewake=rewake, timeout_set="timeout" in entry,
+        plugin_env=tuple(getattr(file, "env", {}).items()), roots=tuple(getattr(file, "roots", ())),
+    )  # fmt: skip
+
+
+def _timeout(entry: dict[str, Any], at: str, problems: list[str]) -> float:
+    """The hook's ``timeout`` in seconds, as Claude Code reads it. One above ``MAX_TIMEOUT`` is cut to it
+    (the hook runs: a value written in milliseconds, 30000, would otherwise let a hung hook hold an agent
+    8.3 hours); one that is not a positive number gets the default. Either is said in one line."""
+    timeout = entry.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        problems.append(f"{at}: timeout must be a number of seconds above 0; it gets {DEFAULT_TIMEOUT:g}")
+        return DEFAULT_TIMEOUT
+    if timeout > MAX_TIMEOUT:
+        meant = f"; if milliseconds were meant, write {timeout / 1000:g}" if timeout >= 1000 else ""
+        problems.append(
+            f"{at}: timeout {timeout:g} is seconds, as Claude Code reads it ({timeout / 3600:.1f} h);"
+            f" teamrt waits at most {MAX_TIMEOUT:g} s{meant}"
+        )
+        return MAX_TIMEOUT
+    return float(timeout)
 
 
 # -- running one ------------------------------------------------------------------------------------------
@@ -248,8 +310,10 @@ async def run_hook(
     refusal = sandbox.refusal(ctx.policy)
     if refusal is not None:
         return Ran(hook, None, "", "", 0, f"not run: {refusal}")
+    if hook.roots:  # a plugin's hook: its folder (in ~/.claude, which the sandbox hides) shown read-only
+        ctx = replace(ctx, extra_roots=(*ctx.extra_roots, *hook.roots))
     command = sandbox.command(hook.command, ctx)
-    env = {**command.env, PROJECT_DIR_ENV: str(ctx.workspace)}
+    env = {**command.env, **dict(hook.plugin_env), PROJECT_DIR_ENV: str(ctx.workspace)}
     data = json.dumps(payload, ensure_ascii=False).encode()
     cgroup = pidlimit.make(command.max_processes, command.max_memory_mb)
     try:
@@ -315,147 +379,3 @@ async def _kept(stream: asyncio.StreamReader) -> str:
 async def _end(proc: asyncio.subprocess.Process) -> None:
     await kill_group(proc.pid, grace=0)
     await proc.wait()
-
-
-# -- what a run means --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Said:
-    """What one hook's run says."""
-
-    outcome: str
-    """``ok``, ``blocked``, ``error`` (a non-blocking one), ``timeout`` or ``not run``."""
-    block: str | None = None
-    """Why the action is blocked, for the model (exit 2's stderr, a ``block`` or ``deny`` reason)."""
-    decision: str | None = None
-    """``PreToolUse``'s ``permissionDecision`` when it is ``allow`` or ``ask`` (``deny`` is a block)."""
-    reason: str = ""
-    updated_input: dict[str, Any] | None = None
-    context: str = ""
-    """Text for the model's context (``additionalContext``; the plain stdout of some events)."""
-    stop: str | None = None
-    """``continue: false``: why the agent must stop."""
-    note: str = ""
-    """For the journal: the error, or what the hook told the person (``systemMessage``)."""
-
-
-def interpret(ran: Ran, event: str) -> Said:
-    """What ``ran`` means at ``event``, by Claude Code's rules."""
-    if ran.failure:
-        return Said("timeout" if ran.timed_out else "not run", note=ran.failure)
-    if ran.code == 2:
-        said = _cap(ran.stderr.strip()) or f"a {event} hook blocked this without saying why"
-        return Said("blocked", block=said, note=_first_line(ran.stderr))
-    if ran.code != 0:
-        ended = f"exit code {ran.code}" if (ran.code or 0) > 0 else f"killed by signal {-(ran.code or 0)}"
-        line = _first_line(ran.stderr) or _first_line(ran.stdout)
-        return Said("error", note=f"{ended}: {line}" if line else ended)
-    text = ran.stdout.strip()
-    if not text.startswith("{"):
-        return Said("ok", context=_cap(text) if event in CONTEXT_EVENTS else "")
-    try:
-        output = json.loads(text)
-    except ValueError as e:
-        return Said("error", note=f"its output starts with {{ but is not JSON ({e}); it is ignored")
-    try:
-        return _from_json(output, event)
-    except _Invalid as e:
-        return Said("error", note=f"its JSON output is ignored: {e}")
-
-
-class _Invalid(ValueError):
-    pass
-
-
-def _from_json(output: dict[str, Any], event: str) -> Said:
-    """A hook's JSON answer (Claude Code's fields); raises ``_Invalid`` for one of the wrong type."""
-    go_on = _typed(output, "continue", bool, True)
-    stop_reason = _typed(output, "stopReason", str, "")
-    decision = _typed(output, "decision", str, "")
-    reason = _typed(output, "reason", str, "")
-    message = _typed(output, "systemMessage", str, "")
-    _typed(output, "suppressOutput", bool, False)
-    specific = _typed(output, "hookSpecificOutput", dict, {})
-    named = _typed(specific, "hookEventName", str, event)
-    if named != event:
-        raise _Invalid(f"hookSpecificOutput.hookEventName is {named!r} in a {event} hook")
-    permission = _typed(specific, "permissionDecision", str, "")
-    permission_reason = _typed(specific, "permissionDecisionReason", str, "")
-    updated = _typed(specific, "updatedInput", dict, None)
-    context = _typed(specific, "additionalContext", str, "")
-    if decision not in ("", "block", "approve"):
-        raise _Invalid(f"decision must be 'block' (or the older 'approve'), not {decision!r}")
-    if permission and (event != "PreToolUse" or permission not in DECISIONS):
-        raise _Invalid(f"permissionDecision {permission!r} means nothing in a {event} hook")
-    if decision == "approve" and event == "PreToolUse" and not permission:
-        permission, permission_reason = "allow", reason
-    block = None
-    if permission == "deny":
-        block = _cap(permission_reason or reason) or "denied by a PreToolUse hook"
-    elif decision == "block" and event != "SessionStart":
-        block = _cap(reason) or f"blocked by a {event} hook"
-    return Said(
-        "blocked" if block else "ok",
-        block=block,
-        decision=permission if permission in ("allow", "ask") else None,
-        reason=permission_reason,
-        updated_input=updated if event == "PreToolUse" and permission != "deny" else None,
-        context=_cap(context),
-        stop=(stop_reason or f"a {event} hook said to stop") if go_on is False else None,
-        note=message,
-    )
-
-
-def _typed(source: dict[str, Any], key: str, kind: type, default: Any) -> Any:
-    value = source.get(key, default)
-    if value is None and default is None:
-        return None
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise _Invalid(f"{key} must be {_KINDS[kind]}")
-    return value
-
-
-_KINDS = {bool: "true or false", str: "a string", dict: "an object"}
-
-
-def _cap(text: str) -> str:
-    if len(text) <= TEXT_CHARS:
-        return text
-    return f"{text[:TEXT_CHARS]}\n[... {len(text) - TEXT_CHARS:,} characters more cut]"
-
-
-def _first_line(text: str) -> str:
-    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What the hooks of one event say together."""
-
-    blocks: tuple[str, ...] = ()
-    decision: str | None = None
-    """``ask`` when any hook asks, else ``allow`` when any allows (a deny is among ``blocks``)."""
-    reason: str = ""
-    updated_input: dict[str, Any] | None = None
-    """The first hook's (in the settings' order) that gives one."""
-    contexts: tuple[str, ...] = ()
-    stop: str | None = None
-    not_run: tuple[str, ...] = ()
-    """Why hooks that matched did not run (the sandbox refused them)."""
-
-
-def combine(saids: Sequence[Said]) -> Answer:
-    """The answer of the hooks of one event: any block blocks, ``ask`` beats ``allow``."""
-    decisions = [s.decision for s in saids if s.decision]
-    decision = "ask" if "ask" in decisions else ("allow" if decisions else None)
-    return Answer(
-        blocks=tuple(s.block for s in saids if s.block),
-        decision=decision,
-        reason=next((s.reason for s in saids if s.decision == decision and s.reason), ""),
-        updated_input=next((s.updated_input for s in saids if s.updated_input is not None), None),
-        contexts=tuple(s.context for s in saids if s.context),
-        stop=next((s.stop for s in saids if s.stop), None),
-        not_run=tuple(s.note for s in saids if s.outcome == "not run"),
-    )

@@ -135,6 +135,14 @@ def rule_for(tool: str, input: Mapping[str, Any], workspace: Path, reason: str =
         )
     elif _MCP_TOOL.fullmatch(tool):
         choice = RuleChoice(tool)
+    elif name == "mcpsampling":  # a server's sampling requests (teamrt.mcp.capabilities)
+        server = input.get("server")
+        plain = isinstance(server, str) and _SUBCOMMAND.fullmatch(server) is not None
+        choice = (
+            RuleChoice(f"McpSampling({server})")
+            if plain
+            else RuleChoice(None, "its server's name is not plain")
+        )
     else:
         choice = RuleChoice(None, f"teamrt forms no rule for {tool} calls (only Bash, WebFetch, the file"
                                   " tools, Task and MCP tools)")  # fmt: skip

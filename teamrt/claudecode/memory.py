@@ -30,6 +30,13 @@ is no regular file (a FIFO or a device is never opened). A file larger than
 ``MAX_TOTAL_BYTES`` in all are left out, and ``MAX_IMPORTS`` imports at most
 are followed. Loading never raises: an error on the way leaves out that one
 file, with a warning.
+
+Rules (``teamrt.claudecode.rules``): the ``*.md`` files under the user's
+``rules`` folder follow the user's ``CLAUDE.md``, and those under the project's
+``.claude/rules`` follow ``.claude/CLAUDE.md``, read with the same care. A rule
+without ``paths`` is memory like the others (its imports followed); a
+path-scoped one is kept aside (``Memory.scoped``) for the agents that touch its
+files (``teamrt.runtime.scopedrules``).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from pathlib import Path
 
 from teamrt.claudecode.paths import claude_home
 from teamrt.claudecode.reading import read_up_to
+from teamrt.claudecode.rules import RULES_FOLDER, ScopedRule, parse_rule, rule_files
 from teamrt.home import DEFAULT_HOME, home_path
 from teamrt.terminal import clean_line
 from teamrt.tools.files import beneath
@@ -67,6 +75,10 @@ ROOTS = (
 )
 """The project's memory files, relative to its root, and what each is."""
 USER = "user's private global instructions for all projects"
+USER_RULE = "user's private global rule for all projects"
+PROJECT_RULE = "project rule, checked into the codebase"
+RULES_AFTER = ".claude/CLAUDE.md"
+"""The project memory file the project's rules follow (they weigh as much as it, Claude Code's docs say)."""
 HEADING = (
     "# Memory\n\nInstructions from the project's and the user's memory files follow. Follow them: they"
     " take precedence over your defaults."
@@ -95,6 +107,9 @@ class Memory:
     files: tuple[MemoryFile, ...] = ()
     warnings: tuple[str, ...] = ()
     """One line each, ``<file>: <what is left out and why>``."""
+    scoped: tuple[ScopedRule, ...] = ()
+    """The path-scoped rules, the user's first: not in ``text``, given to an agent when it touches a file
+    one of them matches."""
 
     @cached_property
     def text(self) -> str:
@@ -129,8 +144,22 @@ def _load(reader: _Reader, project: Path) -> None:
         user = _Scope.of(user_home, str(user_home), homes)
         trusted = not user.real.is_relative_to(scope.real)  # the user's folder, not a repository's
         reader.root(user_home / "CLAUDE.md", USER, user, may_link_out=trusted)
+        _rules(reader, user_home / RULES_FOLDER, "user", user, may_link_out=trusted)
     for name, description in ROOTS:
         reader.root(project / name, description, scope)
+        if name == RULES_AFTER:
+            _rules(reader, project / ".claude" / RULES_FOLDER, "project", scope)
+
+
+def _rules(reader: _Reader, folder: Path, kind: str, scope: _Scope, *, may_link_out: bool = False) -> None:
+    """The rule files under ``folder``, read as memory files are (``kind``: ``user`` or ``project``)."""
+    found: list[str] = []
+    paths = rule_files(folder, found)
+    for line in found:
+        reader.warn(line)
+    for path in paths:
+        reader.root(path, USER_RULE if kind == "user" else PROJECT_RULE, scope, may_link_out=may_link_out,
+                    rule=kind)  # fmt: skip
 
 
 def _homes() -> tuple[Path, ...]:
@@ -191,11 +220,12 @@ class _Reader:
     """Imports met in all."""
     capped: str | None = None
     """The warning that ``MAX_IMPORTS`` were followed, said last however many came before."""
+    scoped: list[ScopedRule] = field(default_factory=list)
 
     def memory(self) -> Memory:
         unsaid = [f"memory: {self.unsaid} more warnings left unsaid"] if self.unsaid else []
         capped = [clean_line(self.capped)] if self.capped else []
-        return Memory(tuple(self.files), (*self.warnings, *unsaid, *capped))
+        return Memory(tuple(self.files), (*self.warnings, *unsaid, *capped), tuple(self.scoped))
 
     def warn(self, line: str) -> None:
         """Keep one warning line (made safe for a terminal: it quotes the repository's text)."""
@@ -204,8 +234,11 @@ class _Reader:
         else:
             self.unsaid += 1
 
-    def root(self, path: Path, description: str, scope: _Scope, *, may_link_out: bool = False) -> None:
-        """Read a memory file and its imports; the file must lie in ``scope`` unless ``may_link_out``."""
+    def root(
+        self, path: Path, description: str, scope: _Scope, *, may_link_out: bool = False, rule: str = ""
+    ) -> None:
+        """Read a memory file and its imports; the file must lie in ``scope`` unless ``may_link_out``.
+        ``rule``: the file is a rule of that scope (``user``, ``project``), its front matter read."""
         try:
             spot = self._find(path, scope)
         except beneath.Escape as e:
@@ -217,7 +250,7 @@ class _Reader:
             self.warn(f"{path}: left out: {e}")
             return
         if spot is not None:
-            self._visit(path, spot, description, 0, scope)
+            self._visit(path, spot, description, 0, scope, rule=rule)
 
     def _linked_out(self, path: Path, escape: beneath.Escape, scope: _Scope) -> beneath.Spot | None:
         """The user's own file where its link leads (their dotfiles), walked beneath that directory."""
@@ -275,8 +308,12 @@ class _Reader:
             raise _Refused(f"{spot.path} {why}")
         return spot
 
-    def _visit(self, path: Path, spot: beneath.Spot, description: str, depth: int, scope: _Scope) -> None:
-        """Read the file ``spot`` holds (closing it), unless read before, then its imports."""
+    def _visit(
+        self, path: Path, spot: beneath.Spot, description: str, depth: int, scope: _Scope, *, rule: str = ""
+    ) -> None:
+        """Read the file ``spot`` holds (closing it), unless read before, then its imports. A rule
+        (``rule``: its scope) loses its front matter; a path-scoped one is kept aside, its imports not
+        followed (it is given whole when its files are touched)."""
         with spot:
             assert spot.stat is not None
             key = (spot.stat.st_dev, spot.stat.st_ino)
@@ -286,6 +323,17 @@ class _Reader:
             text = self._text(path, spot)
         if text is None:
             return
+        if rule:
+            warnings: list[str] = []
+            parsed = parse_rule(text, path, rule, warnings)
+            for line in warnings:
+                self.warn(line)
+            if parsed.scoped:
+                self.scoped.append(ScopedRule.of(parsed))
+                return
+            if not parsed.text.strip():
+                return
+            text = parsed.text
         self.files.append(MemoryFile(path, description, text))
         for target in imports(text):
             self._import(path, target, description, depth + 1, scope)

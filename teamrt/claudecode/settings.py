@@ -1,13 +1,24 @@
 """Claude Code's settings: the user's ``settings.json``, the project's ``.claude/settings[.local].json``.
 
-``read_settings_files`` reads each present file as JSON, the lowest precedence
-first; ``load_claude_settings`` merges what teamrt uses of them as Claude Code
-does (lists concatenated, a later file's scalar over an earlier one's):
-``permissions.allow/deny/ask`` (rules pooled with the team file's: a deny of
-any source beats an allow of any, ``teamrt.tools.permissions.Permissions``),
-``permissions.defaultMode`` and ``env`` (for the programs tools run). A file
-that cannot be used is an error of one line naming it: a run must not
-silently lose deny rules. Hooks: ``teamrt.claudecode.hooks``.
+``read_settings`` reads each present file as Claude Code does (JSON with comments and trailing commas,
+a key named twice keeping its last value: ``teamrt.claudecode.reading.loads_jsonc``), the lowest
+precedence first; ``load_claude_settings`` merges what teamrt uses of them as Claude Code does (lists
+concatenated, a later file's scalar over an earlier one's): ``permissions.allow/deny/ask`` (rules pooled
+with the team file's: a deny of any source beats an allow of any, ``teamrt.tools.permissions``),
+``permissions.defaultMode``, ``env`` (for the programs tools run) and Claude Code's own knobs in it
+(``teamrt.claudecode.envknobs``). Hooks: ``teamrt.claudecode.hooks``.
+
+No settings file stops a run, as none stops Claude Code: what cannot be used is left out with one line
+each (``ClaudeSettings.warnings``, ``<file>: ...``), every problem at once, nothing raised for a file's
+content. Deny rules fail closed:
+
+- a file that is not valid JSON (or not UTF-8 and then not JSON) is left out, as Claude Code leaves it
+  out, but the ``deny`` and ``ask`` lists found in its text still apply (``salvage_rules``);
+- a file that cannot be read at all (no permission, not a regular file, a project file linking outside
+  the project, larger than ``MAX_BYTES``: its first ``MAX_BYTES`` are searched) is left out with a line
+  saying its deny and ask rules are not in force;
+- a rule teamrt cannot read is left out when it allows, kept as strictly as it can be read when it
+  denies or asks (``teamrt.claudecode.settings_rules``).
 
 The repository is not trusted code. What came with it (``.claude/settings.json``,
 and ``.claude/settings.local.json`` when git tracks it: ``SettingsFile.repository``):
@@ -25,28 +36,37 @@ and ``.claude/settings.local.json`` when git tracks it: ``SettingsFile.repositor
   hash of those rules (``teamrt.claudecode.trust.allow_digest``); a change
   needs trusting again. Its ``deny`` and ``ask`` rules only restrict, and
   always apply.
-
-A JSON object naming a key twice is refused (``teamrt.claudecode.reading.loads_json``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from teamrt import settings as teamrt_settings
-from teamrt.claudecode.paths import settings_files
-from teamrt.claudecode.reading import DuplicateKey, loads_json, read_head
-from teamrt.tools.permissions import MODE_NAMES, RuleError, Rules
+from teamrt.claudecode.envknobs import Knobs, is_knob, read_knobs
+from teamrt.claudecode.settings_keys import key_lines
+from teamrt.claudecode.settings_read import (
+    MAX_BYTES,
+    NOT_IN_FORCE,
+    LeftOut,
+    SettingsFile,
+    SettingsRead,
+    git_tracks,
+    read_settings,
+    read_settings_files,
+)
+from teamrt.claudecode.settings_rules import RESTRICTING, parse_rules
+from teamrt.tools.permissions import MODE_NAMES, Rules
 
-MAX_BYTES = 1 << 20
-"""A settings file larger than this is refused (Claude Code's are a few kilobytes)."""
+__all__ = [
+    "MAX_BYTES", "ClaudeSettings", "LeftOut", "SettingsError", "SettingsFile", "SettingsRead", "git_tracks",
+    "load_claude_settings", "read_settings", "read_settings_files",
+]  # fmt: skip
 
 
 RULE_KINDS = ("allow", "deny", "ask")
@@ -89,42 +109,13 @@ those that change no program's behaviour beyond how it prints. Every other varia
 that an allow rule names run another one (``XDG_CONFIG_HOME`` and git's fsmonitor, ``PAGER``, ``EDITOR``,
 ``LESSOPEN``, ``PYTEST_ADDOPTS``, ``PYTHONWARNINGS`` importing a module, ``*_proxy`` redirecting traffic):
 only the person's own files set those."""
-UNUSED_KEYS = {
-    "sandbox": "teamrt's own sandbox confines commands ([sandbox] in the team file)",
-    "apiKeyHelper": "teamrt takes its key from ANTHROPIC_API_KEY; the helper is not run",
-    "awsAuthRefresh": "it is not run",
-    "awsCredentialExport": "it is not run",
-    "otelHeadersHelper": "it is not run",
-}
-"""Claude Code settings teamrt leaves alone that a person may count on: each gets a warning."""
 MCP_ENABLING_KEYS = ("enableAllProjectMcpServers", "enabledMcpjsonServers")
 """Keys that start a project's ``.mcp.json`` servers: only the person's own settings may set them
 (``teamrt.mcp.config.project_enablement``), never the repository's ``.claude/settings.json``."""
-UNUSED_PERMISSION_KEYS = {
-    "additionalDirectories": "agents work only in their workspace",
-    "disableBypassPermissionsMode": "only the team file and the agent files choose modes",
-}
 
 
 class SettingsError(teamrt_settings.SettingsError):
-    """A Claude Code settings file cannot be used; the message is one line naming the file."""
-
-
-@dataclass(frozen=True)
-class SettingsFile:
-    scope: str
-    """``user``, ``project`` or ``local``."""
-    path: Path
-    data: dict[str, Any]
-    """The file's JSON object."""
-    tracked: bool = True
-    """Whether git tracks the file (so it came with the repository); True when git cannot tell."""
-
-    @property
-    def repository(self) -> bool:
-        """Whether the file came with the repository, so is someone else's word: the project's
-        ``.claude/settings.json``, and a ``settings.local.json`` that git tracks."""
-        return self.scope == "project" or (self.scope == "local" and self.tracked)
+    """Kept for callers that catch it: the Claude Code settings readers no longer raise it."""
 
 
 @dataclass(frozen=True)
@@ -138,19 +129,27 @@ class ClaudeSettings:
     """``permissions.defaultMode`` of the last file that sets it (and may)."""
     env: Mapping[str, str] = field(default_factory=dict)
     """For the programs tools run; a later file's value over an earlier one's."""
+    knobs: Knobs = field(default_factory=Knobs)
+    """Claude Code's own knobs teamrt honours (``teamrt.claudecode.envknobs``)."""
     warnings: tuple[str, ...] = ()
     """One line each, ``<file>: <what is left out and why>``."""
 
 
 def load_claude_settings(project: Path) -> ClaudeSettings:
-    """The settings of ``project`` merged by Claude Code's precedence; raises SettingsError."""
-    rules, mode, env, warnings = Rules(), None, dict[str, str](), list[str]()
-    files = read_settings_files(project)
-    allow_trusted = _allow_trusted(project, files, warnings)
-    for file in files:
+    """The settings of ``project`` merged by Claude Code's precedence; never raises for a file."""
+    read = read_settings(project)
+    rules, mode, env, knobs = Rules(), None, dict[str, str](), Knobs()
+    warnings = list(read.warnings)
+    for lost in read.left_out:
+        if any(lost.salvaged.values()):
+            found, lines = parse_rules({k: v for k, v in lost.salvaged.items() if k in RESTRICTING},
+                                       _shown(lost.path, project))  # fmt: skip
+            rules += found
+            warnings += lines
+    allow_trusted = _allow_trusted(project, read.files, warnings)
+    for file in read.files:
         shown = _shown(file.path, project)
-        warnings += [f"{shown}: {key!r} is not used by teamrt ({why})" for key, why in UNUSED_KEYS.items()
-                     if key in file.data]  # fmt: skip
+        warnings += key_lines(file.data, shown)
         if file.scope == "project":
             warnings += [
                 f"{shown}: {key!r} ignored: a repository's settings cannot start its own MCP servers (set"
@@ -158,20 +157,15 @@ def load_claude_settings(project: Path) -> ClaudeSettings:
                 for key in MCP_ENABLING_KEYS
                 if key in file.data
             ]
-        permissions = _permissions(file)
-        for key, why in UNUSED_PERMISSION_KEYS.items():
-            if key in permissions:
-                warnings.append(f"{shown}: 'permissions.{key}' is not used by teamrt ({why})")
-        texts = {kind: _texts(file, permissions, kind) for kind in RULE_KINDS}
-        try:
-            parsed = Rules.parse(**texts, origin=shown)
-        except RuleError as e:
-            raise SettingsError(f"settings file {file.path}: permissions: {e}") from None
+        permissions = _permissions(file, shown, warnings)
+        texts = {kind: _texts(permissions, kind, shown, warnings) for kind in RULE_KINDS}
+        parsed, lines = parse_rules(texts, shown)
+        warnings += lines
         if parsed.allow and file.repository and not allow_trusted:
             parsed = Rules(deny=parsed.deny, ask=parsed.ask)
             warnings.append(_untrusted_allow(shown, len(texts["allow"]), project))
         rules += parsed
-        chosen = _mode(file, permissions)
+        chosen = _mode(permissions, shown, warnings)
         if chosen in UNTRUSTED_MODES and file.scope != "user":
             warnings.append(
                 f"{shown}: defaultMode {chosen!r} ignored: a repository's settings cannot choose it (choose"
@@ -179,21 +173,27 @@ def load_claude_settings(project: Path) -> ClaudeSettings:
             )
         elif chosen is not None:
             mode = chosen
-        kept, line = _env_kept(file, shown)
+        entries = _env(file, shown, warnings)
+        knobs, lines = read_knobs(entries, shown, knobs)
+        warnings += lines
+        kept, line = _env_kept(file, entries, shown)
         env |= kept
         warnings += [line] if line else []
-    return ClaudeSettings(tuple(files), rules, mode, env, tuple(warnings))
+    return ClaudeSettings(read.files, rules, mode, env, knobs, tuple(warnings))
 
 
-def _env_kept(file: SettingsFile, shown: str) -> tuple[dict[str, str], str | None]:
-    """The ``env`` of ``file`` that tool processes get, and the warning naming what is refused."""
+def _env_kept(
+    file: SettingsFile, entries: Mapping[str, str], shown: str
+) -> tuple[dict[str, str], str | None]:
+    """The ``env`` of ``file`` that tool processes get, and the warning naming what is refused. Claude
+    Code's own knobs are said by ``envknobs``; one that may not reach tool processes is left out quietly."""
     kept: dict[str, str] = {}
     refused: list[str] = []
-    for name, value in _env(file).items():
+    for name, value in entries.items():
         allowed = REPOSITORY_ENV.get(name)
         if _settable(file, name, value):
             kept[name] = value
-        else:
+        elif not is_knob(name):
             refused.append(f"{name} (its value)" if file.repository and allowed else _shown_name(name))
     if not refused:
         return kept, None
@@ -242,83 +242,6 @@ def _allow_trusted(project: Path, files: Sequence[SettingsFile], warnings: list[
         return False
 
 
-def git_tracks(project: Path, path: Path) -> bool:
-    """Whether git tracks ``path`` in ``project`` (True when git cannot say: the safe answer). git runs
-    with teamrt's pinned settings: nothing the repository's configuration names (an fsmonitor) runs."""
-    from teamrt.worktree.git import SAFE
-
-    try:
-        done = subprocess.run(
-            ["git", *SAFE, "-C", str(project), "ls-files", "--error-unmatch", "--", str(path)],
-            capture_output=True, timeout=10, check=False, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return True
-    if done.returncode == 0:
-        return True
-    return b"not a git repository" not in done.stderr and b"did not match" not in done.stderr
-
-
-def read_settings_files(project: Path) -> list[SettingsFile]:
-    """The settings files present for ``project``, the lowest precedence first.
-
-    Raises SettingsError when one is not a regular file of a JSON object, or
-    (for the project's own files) resolves to outside the project."""
-    found = []
-    for scope, path in settings_files(project):
-        data = _read(path, None if scope == "user" else project)
-        if data is not None:
-            tracked = scope != "user" and (scope == "project" or git_tracks(project, path))
-            found.append(SettingsFile(scope, path, data, tracked))
-    return found
-
-
-def _read(path: Path, within: Path | None) -> dict[str, Any] | None:
-    """The JSON object in ``path``; None when there is no file. ``within``: where it must resolve to."""
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise SettingsError(f"settings file {path}: {e.strerror}") from None
-    if within is not None:
-        real = Path(os.path.realpath(path))
-        if not real.is_relative_to(os.path.realpath(within)):
-            raise SettingsError(f"settings file {path}: a link to {real}, outside the project; refusing it")
-    raw = _regular_bytes(path)
-    try:
-        data = loads_json(raw.decode("utf-8-sig"))
-    except DuplicateKey as e:
-        raise SettingsError(
-            f"settings file {path}: {e}: JSON readers disagree on which value counts; refusing it"
-        ) from None
-    except UnicodeDecodeError:
-        raise SettingsError(f"settings file {path}: not UTF-8 text") from None
-    except RecursionError:
-        raise SettingsError(f"settings file {path}: JSON nested too deeply") from None
-    except json.JSONDecodeError as e:
-        raise SettingsError(
-            f"settings file {path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
-        ) from None
-    if not isinstance(data, dict):
-        raise SettingsError(f"settings file {path}: must hold a JSON object, not {_kind(data)}")
-    return data
-
-
-def _regular_bytes(path: Path) -> bytes:
-    """The bytes of ``path`` when it is a regular file of at most MAX_BYTES."""
-    try:
-        head = read_head(path, MAX_BYTES + 1)
-    except OSError as e:
-        raise SettingsError(f"settings file {path}: {e.strerror}") from None
-    if head is None:
-        raise SettingsError(f"settings file {path}: not a regular file")
-    raw, size = head
-    if max(size, len(raw)) > MAX_BYTES:
-        raise SettingsError(f"settings file {path}: larger than {MAX_BYTES // 1024} KiB")
-    return raw
-
-
 def _kind(value: Any) -> str:
     """A JSON value's kind in words."""
     if isinstance(value, dict):
@@ -334,47 +257,63 @@ def _kind(value: Any) -> str:
     return "a number"
 
 
-def _permissions(file: SettingsFile) -> dict[str, Any]:
+def _permissions(file: SettingsFile, shown: str, warnings: list[str]) -> dict[str, Any]:
     value = file.data.get("permissions", {})
-    if not isinstance(value, dict):
-        raise SettingsError(f"settings file {file.path}: 'permissions' must be an object, not {_kind(value)}")
-    return value
+    if isinstance(value, dict):
+        return value
+    warnings.append(f"{shown}: 'permissions' is {_kind(value)}, not an object: left out ({NOT_IN_FORCE})")
+    return {}
 
 
-def _texts(file: SettingsFile, permissions: dict[str, Any], kind: str) -> list[str]:
+def _texts(permissions: dict[str, Any], kind: str, shown: str, warnings: list[str]) -> list[str]:
+    """The rule texts of a ``kind`` list. A deny or ask rule written as a lone string is one rule (fail
+    closed); items that are not strings are named and left out."""
     value = permissions.get(kind, [])
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise SettingsError(f"settings file {file.path}: 'permissions.{kind}' must be a list of strings")
-    return value
+    if isinstance(value, str) and kind in RESTRICTING:
+        warnings.append(f"{shown}: 'permissions.{kind}' is a string, not a list: read as one rule")
+        return [value]
+    if not isinstance(value, list):
+        warnings.append(f"{shown}: 'permissions.{kind}' is {_kind(value)}, not a list of rules: left out")
+        return []
+    texts = [item for item in value if isinstance(item, str)]
+    others = [_kind(item) for item in value if not isinstance(item, str)]
+    if others:
+        warnings.append(
+            f"{shown}: 'permissions.{kind}' holds {len(others)} item{'s' if len(others) > 1 else ''} that"
+            f" {'are' if len(others) > 1 else 'is'} not a rule ({', '.join(sorted(set(others)))}): left out"
+        )
+    return texts
 
 
-def _mode(file: SettingsFile, permissions: dict[str, Any]) -> str | None:
+def _mode(permissions: dict[str, Any], shown: str, warnings: list[str]) -> str | None:
     value = permissions.get("defaultMode")
     if value is not None and value not in MODE_NAMES:
-        raise SettingsError(
-            f"settings file {file.path}: 'permissions.defaultMode' must be one of {', '.join(MODE_NAMES)},"
-            f" not {json.dumps(value)[:60]}"
+        warnings.append(
+            f"{shown}: 'permissions.defaultMode' {json.dumps(value)[:60]} is not one of"
+            f" {', '.join(MODE_NAMES)}: left out"
         )
+        return None
     return value
 
 
-def _env(file: SettingsFile) -> dict[str, str]:
+def _env(file: SettingsFile, shown: str, warnings: list[str]) -> dict[str, str]:
+    """The file's ``env`` entries that are a variable's name and a value; one line naming the others."""
     value = file.data.get("env", {})
     if not isinstance(value, dict):
-        raise SettingsError(f"settings file {file.path}: 'env' must be an object, not {_kind(value)}")
-    env = {}
+        warnings.append(f"{shown}: 'env' is {_kind(value)}, not an object: left out")
+        return {}
+    env, bad = {}, []
     for name, item in value.items():
         if not name or "=" in name or "\0" in name:
-            raise SettingsError(
-                f"settings file {file.path}: env name {json.dumps(name)[:60]} is not a variable name"
-            )
-        if isinstance(item, bool) or not isinstance(item, str | int | float):
-            raise SettingsError(
-                f"settings file {file.path}: env {_shown_name(name)} must be a string, not {_kind(item)}"
-            )
-        if isinstance(item, str) and "\0" in item:
-            raise SettingsError(f"settings file {file.path}: env {_shown_name(name)} holds a NUL character")
-        env[name] = str(item)
+            bad.append(f"{json.dumps(name)[:60]} (not a variable name)")
+        elif isinstance(item, bool) or not isinstance(item, str | int | float):
+            bad.append(f"{_shown_name(name)} ({_kind(item)}, not a string)")
+        elif isinstance(item, str) and "\0" in item:
+            bad.append(f"{_shown_name(name)} (holds a NUL character)")
+        else:
+            env[name] = str(item)
+    if bad:
+        warnings.append(f"{shown}: env entries left out: {', '.join(bad)}")
     return env
 
 

@@ -6,7 +6,10 @@ its first ``teamrt run``. ``teamrt trust`` records, for the project (its real
 path), a hash of the hooks JSON of those two files as they are; a run lets
 them run only while they hash the same, so a change to the hooks (a pull, a
 branch switch, an edit) stops them until the person trusts them again. The
-user's own ``~/.claude/settings.json`` hooks need no trust.
+user's own ``~/.claude/settings.json`` hooks need no trust. The repository's
+``statusLine`` command (which ``teamrt tui`` runs: ``teamrt.claudecode.statusline``)
+is in the same hash, only when there is one, so trust recorded for a repository
+without one still holds.
 
 The MCP servers that came with the repository (``.mcp.json``, and the inline
 ``mcpServers`` of its agent files: ``teamrt.mcp.config.repository_servers``)
@@ -17,6 +20,10 @@ stop the other.
 The ``permissions.allow`` rules of the repository's settings files (``.claude/settings.json``, and
 ``settings.local.json`` when git tracks it) are permission someone else wrote: they grant nothing until
 their hash is recorded too (``allow_sha256``), and stop granting when they change.
+
+The repository's skills (``.claude/skills``: instructions for the model and the scripts beside them) are
+someone else's too: their hash (``teamrt.claudecode.skills.skills_digest``, over every file of every skill
+folder) is recorded as ``skills_sha256`` and checked the same way; untrusted, they are left out of the run.
 
 ``teamrt trust`` first shows exactly what it would trust (``trust_report``: every hook's command, every
 server's entry, every allow rule), with control characters written as escapes so that no escape
@@ -73,6 +80,7 @@ class Trusted:
     trusted_at: str
     mcp_sha256: str | None = None
     allow_sha256: str | None = None
+    skills_sha256: str | None = None
 
 
 def trust_path() -> Path:
@@ -87,12 +95,40 @@ def project_key(project: Path) -> str:
 
 def hooks_digest(files: Sequence[SettingsSource]) -> str | None:
     """The hash of the repository's hooks (the ``hooks`` JSON of its project and local settings files,
-    as written); None when they have none."""
+    as written, the plugins its settings enable, whose hooks, MCP servers and skills then run:
+    ``teamrt.claudecode.plugins``, and its ``statusLine`` command); None when they have none."""
     written: dict[str, Any] = dict.fromkeys(REPOSITORY_SCOPES)  # a file without hooks is as none at all
     written |= {f.scope: f.data.get("hooks") or None for f in files if f.scope in REPOSITORY_SCOPES}
+    plugins = repository_plugins(files)
+    if plugins:  # only then: a trust recorded before plugins were read still holds
+        written["enabledPlugins"] = plugins
+    lines = repository_status_lines(files)
+    if lines:  # only then, as for plugins: a command the TUI runs (teamrt.claudecode.statusline)
+        written["statusLine"] = lines
     if not any(written.values()):
         return None
     return _sha256(written)
+
+
+def repository_status_lines(files: Sequence[SettingsSource]) -> dict[str, Any]:
+    """The ``statusLine`` entries of the settings files that came with the repository, as written, by
+    scope."""
+    return {
+        f.scope: f.data["statusLine"]
+        for f in files
+        if "statusLine" in f.data and getattr(f, "repository", f.scope in REPOSITORY_SCOPES)
+    }
+
+
+def repository_plugins(files: Sequence[SettingsSource]) -> list[str]:
+    """The plugins (``name@marketplace``) the settings files that came with the repository enable, as
+    written, sorted."""
+    found: set[str] = set()
+    for file in files:
+        raw = file.data.get("enabledPlugins")
+        if isinstance(raw, dict) and getattr(file, "repository", file.scope in REPOSITORY_SCOPES):
+            found.update(str(key) for key, on in raw.items() if on is True)
+    return sorted(found)
 
 
 def allow_digest(files: Sequence[RepositoryFile]) -> str | None:
@@ -135,14 +171,16 @@ def trusted_projects() -> dict[str, Trusted]:
     found = {}
     for name, entry in projects.items():
         entry = entry if isinstance(entry, dict) else {}
-        hooks, mcp, allow = (entry.get(f"{key}_sha256") for key in ("hooks", "mcp", "allow"))
-        digests = (hooks, mcp, allow)
+        hooks, mcp, allow, skills = (
+            entry.get(f"{key}_sha256") for key in ("hooks", "mcp", "allow", "skills")
+        )
+        digests = (hooks, mcp, allow, skills)
         if not all(isinstance(d, str | None) for d in digests) or all(d is None for d in digests):
             raise TrustError(
-                f"trust file {path}: the entry of {json.dumps(name)[:200]} has no hooks_sha256, mcp_sha256"
-                " or allow_sha256"
+                f"trust file {path}: the entry of {json.dumps(name)[:200]} has no hooks_sha256, mcp_sha256,"
+                " allow_sha256 or skills_sha256"
             )
-        found[name] = Trusted(name, hooks, str(entry.get("trusted_at", "")), mcp, allow)
+        found[name] = Trusted(name, hooks, str(entry.get("trusted_at", "")), mcp, allow, skills)
     return found
 
 
@@ -164,11 +202,23 @@ def is_allow_trusted(project: Path, digest: str) -> bool:
     return entry is not None and entry.allow_sha256 == digest
 
 
-def trust(project: Path, digest: str | None, mcp: str | None = None, allow: str | None = None) -> Trusted:
-    """Record that the person trusts ``project``'s hooks (``digest``), MCP servers (``mcp``) and allow
-    rules (``allow``) as they hash now."""
+def is_skills_trusted(project: Path, digest: str) -> bool:
+    """Whether the person trusted ``project``'s skills as they hash now (``digest``)."""
+    entry = trusted_projects().get(project_key(project))
+    return entry is not None and entry.skills_sha256 == digest
+
+
+def trust(
+    project: Path,
+    digest: str | None,
+    mcp: str | None = None,
+    allow: str | None = None,
+    skills: str | None = None,
+) -> Trusted:
+    """Record that the person trusts ``project``'s hooks (``digest``), MCP servers (``mcp``), allow
+    rules (``allow``) and skills (``skills``) as they hash now."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    entry = Trusted(project_key(project), digest, now, mcp, allow)
+    entry = Trusted(project_key(project), digest, now, mcp, allow, skills)
     _write({**trusted_projects(), entry.project: entry})
     return entry
 
@@ -186,7 +236,8 @@ def _write(projects: dict[str, Trusted]) -> None:
     """The trust file, replaced whole (a reader never sees half of it), readable by its owner only."""
     path = trust_path()
     body = {"projects": {p: {"hooks_sha256": t.hooks_sha256, "mcp_sha256": t.mcp_sha256,
-                             "allow_sha256": t.allow_sha256, "trusted_at": t.trusted_at}
+                             "allow_sha256": t.allow_sha256, "skills_sha256": t.skills_sha256,
+                             "trusted_at": t.trusted_at}
                          for p, t in sorted(projects.items())}}  # fmt: skip
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from teamrt.claudecode.local_rules import LOCAL_FILE
+from teamrt.mcp.capabilities import ELICITATION_ASK
 from teamrt.runs.render import describe_call
 from teamrt.runtime.asking import Choice, NobodyThere, Shown, attending
 from teamrt.terminal import clean, clean_line
@@ -132,6 +133,12 @@ class TerminalAsks:
                 note = " ".join(text.split())[:MAX_NOTE] or None
                 self._write(f"  {clean_line(shown.id)}: denied{', with your note' if note else ''}\n")
                 return Choice(False, note=note)
+            if picked == "once" and shown.tool == ELICITATION_ASK and shown.input.get("fields"):
+                # an MCP server's form (teamrt.mcp.elicitation): allowing it answers its fields
+                self._write("  values (name=value; name=value, or a JSON object; enter sends): ")
+                text = (await self._read(line_mode=True)).decode(errors="replace")
+                self._write(f"  {clean_line(shown.id)}: answered\n")
+                return Choice(True, note=" ".join(text.split())[:MAX_NOTE] or None)
             self._write(f"  {clean_line(shown.id)}: {said[picked]}\n")
             return Choice(picked != "deny", always=picked == "always")
 

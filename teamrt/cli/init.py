@@ -5,6 +5,11 @@ The test command is told from the project's files, nothing run (``teamrt.testcom
 line what it found and in which file, or that it found none (the gate stays empty). The file it writes is
 the built-in team's text with two lines changed, so every comment stays, and it is loaded before it is
 written: what init writes always loads.
+
+Then init runs the project's Claude Code ``Setup`` hooks of trigger ``init``, as ``claude --init`` does
+(``teamrt.claudecode.setup_hooks``): ``--setup-only`` runs them without writing (``claude --init-only``),
+``--maintenance`` runs those of trigger ``maintenance`` (``claude --maintenance``), ``--no-setup`` writes
+without them. Each hook's outcome is a line; one that blocks makes init exit non-zero with its reason.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ def handle(args: argparse.Namespace) -> int:
 
     project = home.project_root()
     target = project / home.DEFAULT_HOME / TEAM_FILE
+    if args.setup_only or args.maintenance:
+        return run_setup_hooks(project, target, "maintenance" if args.maintenance else "init", alone=True)
     if target.exists() and not args.force:
         print(f"teamrt: {target} exists already; edit it, or overwrite it with teamrt init --force",
               file=sys.stderr)  # fmt: skip
@@ -49,6 +56,25 @@ def handle(args: argparse.Namespace) -> int:
     for line in report(found):
         print(line)
     print(f"wrote {target}: the team 'teamrt run --prompt ...' starts here; every key: docs/team-file.md")
+    return 0 if args.no_setup else run_setup_hooks(project, target, "init", alone=False)
+
+
+def run_setup_hooks(project: Path, team_file: Path, trigger: str, *, alone: bool) -> int:
+    """Run ``project``'s Setup hooks of ``trigger`` in the sandbox of the team at ``team_file`` (the
+    built-in policy when there is none yet); a line each; EXIT_FAILED when one blocked. ``alone``: init
+    does nothing else, so it says when there are none."""
+    from teamrt.claudecode.setup_hooks import outside_run, run_setup
+    from teamrt.team import load_team
+
+    policy = load_team(team_file, project=project).sandbox if team_file.is_file() else None
+    done = run_setup(project, trigger, outside_run(project, home.runs_path() / "setup-hooks", policy))
+    for line in done.lines:
+        print(line, file=sys.stderr if line.startswith("teamrt: warning:") else sys.stdout)
+    if done.blocked is not None:
+        print(clean_line(f"teamrt: a Setup hook blocked {trigger}: {done.blocked}"), file=sys.stderr)
+        return EXIT_FAILED
+    if alone and not done.ran:
+        print(f"teamrt: no Setup hooks of trigger {trigger!r} to run")
     return 0
 
 

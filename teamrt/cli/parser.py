@@ -256,9 +256,25 @@ def build_parser() -> argparse.ArgumentParser:
         " share it. The project's test command, told from its files without running anything (pytest,"
         " unittest, cargo test, go test, npm/pnpm/yarn test, make test, tox, nox), is allowed to agents"
         " and made the merge gate; init says what it found and where, or that it found none. An"
-        " existing file is left alone unless --force.",
+        " existing file is left alone unless --force. Then the project's Claude Code Setup hooks of"
+        " trigger 'init' run (as on 'claude --init'; the repository's only once trusted), a line each;"
+        " one that blocks makes init fail.",
     )
     init.add_argument("--force", action="store_true", help="overwrite an existing .teamrt/team.toml")
+    setup = init.add_mutually_exclusive_group()
+    setup.add_argument(
+        "--setup-only",
+        action="store_true",
+        help="only run the Setup hooks of trigger 'init' (as 'claude --init-only'); write nothing",
+    )
+    setup.add_argument(
+        "--maintenance",
+        action="store_true",
+        help="only run the Setup hooks of trigger 'maintenance' (as 'claude --maintenance'); write nothing",
+    )
+    setup.add_argument(
+        "--no-setup", action="store_true", help="write the team file without running the Setup hooks"
+    )
     models = commands.add_parser(
         "models",
         help="list the known models with their prices and cache minimums",
@@ -309,6 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp.add_argument("--run", metavar="RUN", help="also show each server's state in this run")
     mcp.add_argument("--tools", action="store_true", help="start the servers to list their tools")
+    mcp.add_argument(
+        "--prompts", action="store_true",
+        help="start the servers to list their prompts: the /mcp__<server>__<prompt> commands a task or a"
+        " message to an agent may start with",
+    )  # fmt: skip
     ls = commands.add_parser(
         "ls",
         help="list the runs, newest first",

@@ -21,7 +21,9 @@ from teamrt import home
 from teamrt.agents import AgentDefinition, load_definitions, one_line, role_name, scan_definitions
 from teamrt.claudecode import trust
 from teamrt.claudecode.hooks import HookSet, parse_hooks
-from teamrt.claudecode.settings import SettingsError, SettingsFile, read_settings_files
+from teamrt.claudecode.settings import SettingsFile, read_settings
+from teamrt.claudecode.skills import SkillError, repository_skills, skills_digest
+from teamrt.claudecode.skills import trust_report as skills_report
 from teamrt.cli.output import EXIT_FAILED, print_json
 from teamrt.mcp import listing
 from teamrt.mcp.config import load_mcp_config, mcp_allowed, repository_servers
@@ -107,32 +109,45 @@ def _trust(args: argparse.Namespace) -> int:
     project = home.project_root()
     if args.revoke:
         said = "no longer trusts" if trust.revoke(project) else "had no trust recorded for"
-        print(clean_line(f"teamrt {said} the hooks, MCP servers and allow rules of {project}"))
+        print(clean_line(f"teamrt {said} the hooks, MCP servers, allow rules and skills of {project}"))
         return 0
     return _trust_project(project, yes=args.yes)
 
 
 def _trust_project(project: Path, *, yes: bool) -> int:
     """Show what ``project`` would have trusted, ask (in a terminal, unless ``yes``), then record it."""
-    files = read_settings_files(project)
-    problems: list[str] = []
+    read = read_settings(project)
+    files = list(read.files)
+    problems: list[str] = [lost.why for lost in read.left_out if lost.scope != "user"]
+    problems += [
+        f"{f.path}: names {', '.join(json.dumps(k) for k in f.duplicates)} twice in one object: its text may"
+        " show another value than the one that counts; name each key once"
+        for f in files
+        if f.repository and f.duplicates
+    ]
     servers = repository_servers(project, load_definitions(project).values(), problems)
+    try:
+        skill_folders, skills = repository_skills(project), skills_digest(project)
+    except SkillError as e:
+        problems.append(str(e))
     if problems:  # trusting what could not be read whole would trust something else than it shows
         for problem in problems:
             print(clean_line(f"teamrt: {problem}"), file=sys.stderr)
         print("teamrt: nothing trusted; fix the files above, then run teamrt trust again", file=sys.stderr)
         return EXIT_FAILED
     digest, mcp, allow = trust.hooks_digest(files), trust.mcp_digest(servers), trust.allow_digest(files)
-    if digest is None and mcp is None and allow is None:
+    if digest is None and mcp is None and allow is None and skills is None:
         print(clean_line(
-            f"nothing to trust: {project}/.claude/settings.json and settings.local.json have no hooks or"
-            " allow rules, and the project has no MCP servers (.mcp.json, agent files' mcpServers)"
+            f"nothing to trust: {project}/.claude/settings.json and settings.local.json have no hooks,"
+            " statusLine or allow rules, and the project has no MCP servers (.mcp.json, agent files'"
+            " mcpServers) or skills (.claude/skills)"
         ))  # fmt: skip
         return 0
     parsed = _every_hook(files)
     for problem in parsed.problems:
         print(clean_line(f"teamrt: warning: {problem}"), file=sys.stderr)
-    print(*_trust_report(project, files, parsed, servers), sep="\n", flush=True)
+    print(*_trust_report(project, files, parsed, servers), *skills_report(project, skill_folders), sep="\n",
+          flush=True)  # fmt: skip
     if not yes and sys.stdin is not None and sys.stdin.isatty():
         try:
             answer = input("Trust all of the above as it is now? [y/N] ").strip().lower()
@@ -141,9 +156,10 @@ def _trust_project(project: Path, *, yes: bool) -> int:
         if answer not in ("y", "yes"):
             print("nothing trusted")
             return EXIT_FAILED
-    trust.trust(project, digest, mcp, allow)
+    trust.trust(project, digest, mcp, allow, skills)
     where = clean_line(str(project))
-    for what, recorded in (("hooks", digest), ("MCP servers", mcp), ("allow rules", allow)):
+    recorded_now = (("hooks", digest), ("MCP servers", mcp), ("allow rules", allow), ("skills", skills))
+    for what, recorded in recorded_now:
         if recorded is not None:
             print(f"teamrt trusts the {what} of {where} as they are now")
     print("A change to them stops them until you trust them again; teamrt trust --revoke takes this back.")
@@ -157,11 +173,11 @@ def trust_state(entry: trust.Trusted) -> str:
     project = Path(entry.project)
     if not project.is_dir():
         return "project gone"
-    try:
-        files = read_settings_files(project)
-        digest = trust.hooks_digest(files)
-    except SettingsError as e:
-        return f"unreadable: {e}"
+    read = read_settings(project)
+    if read.left_out:
+        return f"unreadable: {read.left_out[0].why}"
+    files = list(read.files)
+    digest = trust.hooks_digest(files)
     hooks = "no hooks now" if digest is None else "in force" if digest == entry.hooks_sha256 else "lapsed"
     mcp = trust.mcp_digest(repository_servers(project, load_definitions(project).values(), []))
     state = hooks
@@ -170,6 +186,12 @@ def trust_state(entry: trust.Trusted) -> str:
     allow = trust.allow_digest(files)
     if allow is not None or entry.allow_sha256 is not None:
         state += f"; allow rules {_state(allow, entry.allow_sha256)}"
+    try:
+        skills: str | None = skills_digest(project)
+    except SkillError as e:
+        return f"{state}; skills unreadable: {e}"
+    if skills is not None or entry.skills_sha256 is not None:
+        state += f"; skills {_state(skills, entry.skills_sha256)}"
     return state
 
 
@@ -203,9 +225,10 @@ def _mcp(args: argparse.Namespace) -> int:
         allowed_env=allowed_env, private_hosts=private_hosts,
     )  # fmt: skip
     tools = None
-    if args.tools:
+    if args.tools or args.prompts:  # both start the servers; --prompts lists the person's /mcp__ commands
         policy = team.sandbox if team is not None else None
-        tools = listing.list_tools(config, listing.listing_context(project, run_dir, policy))
+        context = listing.listing_context(project, run_dir, policy)
+        tools = listing.list_servers(config, context, tools=args.tools, prompts=args.prompts)
     print("\n".join(listing.describe(config, events=events, tools=tools)))
     return 0
 
@@ -213,12 +236,14 @@ def _mcp(args: argparse.Namespace) -> int:
 def _every_hook(files: Sequence[SettingsFile]) -> HookSet:
     """The hooks of ``files`` as ``parse_hooks`` reads them, but with ``disableAllHooks`` ignored: what
     ``teamrt trust`` shows must be every hook its hash covers, not only those on now (a later change to
-    ``disableAllHooks`` alone would otherwise turn on hooks no one was shown)."""
+    ``disableAllHooks`` alone would otherwise turn on hooks no one was shown). Setup hooks among them:
+    ``teamrt init`` runs them."""
     return parse_hooks(
         [
             dataclasses.replace(f, data={k: v for k, v in f.data.items() if k != "disableAllHooks"})
             for f in files
-        ]
+        ],
+        setup=True,
     )
 
 
@@ -226,8 +251,8 @@ def _trust_report(
     project: Path, files: Sequence[SettingsFile], hooks: HookSet, servers: Mapping[str, Any]
 ) -> list[str]:
     """What ``teamrt trust`` would trust in ``project``, a line each, shown before it records anything:
-    the repository's hooks with their exact commands, its MCP servers' entries as written, and its
-    settings' allow rules. Empty when there is nothing to trust."""
+    the repository's hooks with their exact commands, its MCP servers' entries as written, the plugins its
+    settings enable, and its settings' allow rules. Empty when there is nothing to trust."""
     lines: list[str] = []
     controls: list[bool] = []
 
@@ -251,6 +276,14 @@ def _trust_report(
         for name, place, server in entries:
             entry = show(json.dumps(server, ensure_ascii=False, sort_keys=True))
             lines.append(f"  {show(str(name))} ({show(place)}): {entry}")
+    for scope, status_line in trust.repository_status_lines(files).items():
+        runs = status_line.get("command") if isinstance(status_line, dict) else None
+        said = runs.strip() if isinstance(runs, str) else json.dumps(status_line, ensure_ascii=False)
+        lines.append(f"The status line of {where}'s settings ({scope}), which teamrt tui runs: {show(said)}")
+    plugins = trust.repository_plugins(files)
+    if plugins:
+        lines.append(f"The plugins {where}'s settings enable, whose hooks, MCP servers and skills would run:")
+        lines += [f"  {show(plugin)}" for plugin in plugins]
     allowing = [(f.scope, rule) for f in files if f.repository for rule in trust.repository_allow(f)]
     if allowing:
         lines.append(f"The allow rules of {where}'s settings, which would grant their permission:")

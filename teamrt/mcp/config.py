@@ -18,7 +18,8 @@ inline, ``{name: entry}``; inline servers of a repository's agent file need
 the same trust as ``.mcp.json``.
 
 An entry is ``{"command", "args", "env"}`` (``type: "stdio"``, the default) or
-``{"type": "http", "url", "headers"}``; ``timeout`` (seconds per call) is
+``{"type": "http", "url", "headers"}`` (``"sse"`` for a server on MCP's
+deprecated HTTP+SSE transport, as Claude Code still takes it); ``timeout`` (seconds per call) is
 teamrt's own. ``${VAR}`` and ``${VAR:-default}`` are expanded from teamrt's
 environment in the command, args, env, url and headers; teamrt's own
 credentials (``ANTHROPIC_*``, ``TEAMRT_DB``) are never expanded. A
@@ -37,13 +38,16 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from teamrt.claudecode.paths import CONFIG_DIR_ENV, claude_home
+from teamrt.claudecode.plugins import Plugins, load_plugins
 from teamrt.claudecode.reading import loads_json, read_head
+from teamrt.claudecode.settings import load_claude_settings
 from teamrt.errors import UserError
+from teamrt.mcp.launchers import Launch, granted, launch, notice
 from teamrt.sandbox.bwrap import NEVER_PASSED
 
 MCP_JSON = ".mcp.json"
@@ -51,7 +55,9 @@ USER_CONFIG = ".claude.json"
 MAX_CONFIG_BYTES = 64 << 20
 """``~/.claude.json`` holds Claude Code's whole state and may grow large; past this it is not read."""
 MAX_MCP_JSON_BYTES = 1 << 20
-TRANSPORTS = ("stdio", "http")
+TRANSPORTS = ("stdio", "http", "sse")
+REMOTE = ("http", "sse")
+"""The transports that reach a server at a URL (``sse``: MCP's deprecated HTTP+SSE, still in use)."""
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 DEFAULT_TIMEOUT = 600.0
 """Seconds a tool call may take when neither the entry's ``timeout`` nor ``MCP_TOOL_TIMEOUT`` says."""
@@ -60,6 +66,8 @@ TIMEOUT_ENV = "MCP_TOOL_TIMEOUT"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 TEAM, LOCAL, PROJECT, USER, AGENT = "team", "local", "project", "user", "agent"
+PLUGIN = "plugin"
+"""An enabled plugin's server (``teamrt.claudecode.plugins``): the lowest precedence, as in Claude Code."""
 
 
 class EntryError(UserError, ValueError):
@@ -81,14 +89,21 @@ class ServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
     """Seconds one tool call may take."""
+    launch: Launch | None = None
+    """Its command read as a package launcher's (``npx -y pkg``), or None (``teamrt.mcp.launchers``)."""
+    fetch: bool = False
+    """Whether the team file's ``[mcp] fetch_packages`` lets it fetch its launched package: it runs with the
+    network and a package cache of its own."""
     repository: bool = False
     """Whether the repository wrote it (``.mcp.json``, a repository agent file): its sandbox shows it
     nothing outside what every command sees (``teamrt.mcp.transport.program_files``)."""
+    roots: tuple[Path, ...] = ()
+    """Folders shown read-only in its sandbox: a plugin's server, its plugin's folder."""
 
     @property
     def where(self) -> str:
         """What the server runs or reaches, for ``teamrt mcp``: its command line or its URL."""
-        return self.url if self.transport == "http" else " ".join([self.command, *self.args])
+        return self.url if self.transport in REMOTE else " ".join([self.command, *self.args])
 
 
 @dataclass(frozen=True)
@@ -146,11 +161,15 @@ def user_config_path() -> Path:
 
 
 def mcp_config(project: Path, team: Any, definitions: Mapping[str, Any]) -> McpConfig:
-    """The servers of a run of ``team`` (a ``Team``) in ``project`` with these agent definitions."""
+    """The servers of a run of ``team`` (a ``Team``) in ``project`` with these agent definitions; a call's
+    timeout, where an entry gives none, is ``MCP_TOOL_TIMEOUT`` from the settings' ``env`` (as Claude Code
+    sets its own environment from them), else from teamrt's environment."""
     allowed_env, private_hosts = mcp_allowed(team)
     return load_mcp_config(
         project, team.mcp_servers, definitions.values(), team_source=str(team.path),
         allowed_env=allowed_env, private_hosts=private_hosts,
+        fetch_packages=tuple(getattr(team, "mcp_fetch_packages", ())),
+        call_timeout=load_claude_settings(project).knobs.mcp_tool_timeout,
     )  # fmt: skip
 
 
@@ -164,13 +183,19 @@ def mcp_allowed(team: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def mcp_notices(config: McpConfig) -> list[str]:
-    """What a run's start tells the person about its MCP servers: entries left out, and the repository's
-    servers that do not start (and how to let them)."""
+    """What a run's start tells the person about its MCP servers: entries left out, the repository's
+    servers that do not start (and how to let them), and servers launched with a package launcher that
+    may not fetch their package (``teamrt.mcp.launchers.notice``)."""
     blocked = [
         f"teamrt: note: MCP server {b.config.name!r} ({b.config.source}) does not start: {b.reason}"
         for b in config.blocked.values()
     ]
-    return [*(f"teamrt: warning: {problem}" for problem in config.problems), *blocked]
+    offline = [
+        f"teamrt: note: {notice(c.name, c.launch, c.source)}"
+        for c in config.all_servers.values()
+        if c.launch is not None and not c.fetch
+    ]
+    return [*(f"teamrt: warning: {problem}" for problem in config.problems), *blocked, *offline]
 
 
 def load_mcp_config(
@@ -182,11 +207,19 @@ def load_mcp_config(
     trusted: bool | None = None,
     allowed_env: Iterable[str] = (),
     private_hosts: tuple[str, ...] = (),
+    plugins: Plugins | None = None,
+    fetch_packages: tuple[str, ...] = (),
+    call_timeout: float | None = None,
 ) -> McpConfig:
     """The servers of a run of ``project``. ``agents``: the run's agent definitions (their
     ``mcp_servers``); ``trusted``: whether the person trusts the project's MCP servers as they are now
     (None: look it up, ``teamrt.claudecode.trust``); ``allowed_env``: the variables a repository's entries
-    may expand (``[mcp] env``); ``private_hosts``: see ``McpConfig.private_hosts``."""
+    may expand (``[mcp] env``); ``private_hosts``: see ``McpConfig.private_hosts``; ``plugins``: the
+    enabled plugins (None: read them), whose servers come last, those of plugins not trusted left out
+    (their warnings say so); ``fetch_packages``: the packages launched servers may fetch (``[mcp]
+    fetch_packages``, ``teamrt.mcp.launchers``); ``call_timeout``: seconds a call may take where an entry
+    gives no ``timeout`` (None: ``MCP_TOOL_TIMEOUT`` of teamrt's environment, else ``DEFAULT_TIMEOUT``)."""
+    plugins = load_plugins(project) if plugins is None else plugins
     allowed = frozenset(allowed_env)
     problems: list[str] = []
     user = _read_json(user_config_path(), MAX_CONFIG_BYTES, problems)
@@ -202,19 +235,37 @@ def load_mcp_config(
         (LOCAL, f"{user_config_path()} (projects.{project})", _servers_of(local_entry, "mcpServers")),
         (PROJECT, str(project / MCP_JSON), repository.get(MCP_JSON, {})),
         (USER, str(user_config_path()), _servers_of(user, "mcpServers")),
-    ]
+        *((PLUGIN, f"plugin {root}", {name: entry for name, entry in plugins.mcp_servers.items()
+                                      if plugins.server_roots.get(name) == root})
+          for root in dict.fromkeys(plugins.server_roots.values())),
+    ]  # fmt: skip
     for scope, source, entries in places:
         for name, entry in entries.items():
-            config = _entry(name, entry, scope, source, problems, allowed if scope == PROJECT else None)
+            config = _entry(
+                name, entry, scope, source, problems, allowed if scope == PROJECT else None, call_timeout
+            )
             if config is None or name in found or name in blocked:
                 continue
+            if scope == PLUGIN:
+                config = replace(config, roots=(plugins.server_roots[name],))
             refusal = _refusal(config, trusted, enablement) if scope == PROJECT else None
             if refusal is None:
                 found[name] = config
             else:
                 blocked[name] = Blocked(config, refusal)
-    agent_servers = _agent_servers(agents, found, trusted, blocked, problems, allowed)
+    agent_servers = _agent_servers(agents, found, trusted, blocked, problems, allowed, call_timeout)
+    found = {name: _fetching(c, fetch_packages) for name, c in found.items()}
+    agent_servers = {
+        a: {n: _fetching(c, fetch_packages) for n, c in s.items()} for a, s in agent_servers.items()
+    }
     return McpConfig(found, agent_servers, blocked, tuple(problems), tuple(private_hosts))
+
+
+def _fetching(config: ServerConfig, fetch_packages: tuple[str, ...]) -> ServerConfig:
+    """``config``, allowed to fetch its launched package when ``fetch_packages`` names it exactly."""
+    if config.launch is None or not granted(config.launch, fetch_packages):
+        return config
+    return replace(config, fetch=True)
 
 
 def repository_servers(project: Path, agents: Iterable[Any], problems: list[str]) -> dict[str, Any]:
@@ -236,14 +287,10 @@ def project_enablement(project: Path, local_entry: Mapping[str, Any] | None = No
     """What the person's settings say of the project's ``.mcp.json`` servers: their user settings,
     their ``~/.claude.json`` entry for the project, and the project's ``.claude/settings.local.json``
     when git does not track it (a file committed to the repository is not the person's word)."""
-    from teamrt.claudecode.settings import SettingsError, read_settings_files
+    from teamrt.claudecode.settings import read_settings_files
 
     said: list[tuple[str, Mapping[str, Any]]] = []
-    try:
-        files = read_settings_files(project)
-    except SettingsError:
-        files = []  # the run reports that file itself
-    for file in files:
+    for file in read_settings_files(project):  # a file left out: the run's settings warnings name it
         if file.scope == "user" or (file.scope == "local" and not _tracked(project, file.path)):
             said.append((str(file.path), file.data))
     if local_entry is None:
@@ -265,22 +312,37 @@ def project_enablement(project: Path, local_entry: Mapping[str, Any] | None = No
 
 
 def _entry(
-    name: str, entry: Any, scope: str, source: str, problems: list[str], allowed: frozenset[str] | None
+    name: str,
+    entry: Any,
+    scope: str,
+    source: str,
+    problems: list[str],
+    allowed: frozenset[str] | None,
+    call_timeout: float | None = None,
 ) -> ServerConfig | None:
-    """``parse_entry``, or None with a problem line; ``allowed``: see ``parse_entry``."""
+    """``parse_entry``, or None with a problem line; ``allowed`` and ``call_timeout``: see ``parse_entry``."""
     try:
-        return parse_entry(name, entry, scope=scope, source=source, allowed=allowed)
+        return parse_entry(
+            name, entry, scope=scope, source=source, allowed=allowed, call_timeout=call_timeout
+        )
     except EntryError as e:
         problems.append(f"{source}: MCP server {name!r}: {e}; left out")
         return None
 
 
 def parse_entry(
-    name: str, entry: Any, *, scope: str, source: str, allowed: frozenset[str] | None = None
+    name: str,
+    entry: Any,
+    *,
+    scope: str,
+    source: str,
+    allowed: frozenset[str] | None = None,
+    call_timeout: float | None = None,
 ) -> ServerConfig:
     """One server entry, checked and expanded; raises ``EntryError``. ``allowed``: None for the person's own
     entry (any variable but teamrt's credentials expands), else the repository's entry, which may expand
-    only these variables."""
+    only these variables. ``call_timeout``: the seconds a call may take when the entry gives no
+    ``timeout`` (None: ``MCP_TOOL_TIMEOUT`` of teamrt's environment)."""
     repository = allowed is not None
 
     def expand(text: str, key: str) -> str:
@@ -292,14 +354,14 @@ def parse_entry(
             " mcp__<server>__<tool>)"
         )
     if not isinstance(entry, dict):
-        raise EntryError("must be an object (command, args, env; or type http, url, headers)")
+        raise EntryError("must be an object (command, args, env; or type http or sse, url, headers)")
     kind = entry.get("type", "http" if "url" in entry and "command" not in entry else "stdio")
     if kind not in TRANSPORTS:
         raise EntryError(f"type {json.dumps(kind)[:40]} is not one teamrt speaks ({', '.join(TRANSPORTS)})")
-    timeout = entry.get("timeout", _env_timeout())
+    timeout = entry.get("timeout", call_timeout or _env_timeout())
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 86_400:
         raise EntryError("timeout must be a number of seconds, above 0 and at most 86400")
-    if kind == "http":
+    if kind in REMOTE:
         url = expand(_text(entry.get("url"), "url"), "url")
         if not url.startswith(("http://", "https://")):
             raise EntryError(f"url must start with http:// or https://, not {url[:60]!r}")
@@ -318,8 +380,9 @@ def parse_entry(
             raise EntryError(f"env name {key!r} is not a variable name")
     expanded = tuple(expand(a, "args") for a in args)
     return ServerConfig(
-        name, scope, source, kind, command, expanded, env, timeout=float(timeout), repository=repository
-    )
+        name, scope, source, kind, command, expanded, env, timeout=float(timeout), repository=repository,
+        launch=launch(command, expanded, env),
+    )  # fmt: skip
 
 
 def _text(value: Any, key: str) -> str:
@@ -379,6 +442,7 @@ def _agent_servers(
     blocked: dict[str, Blocked],
     problems: list[str],
     allowed: frozenset[str],
+    call_timeout: float | None,
 ) -> dict[str, dict[str, ServerConfig]]:
     """Each agent file's inline servers, checked; a name it lists that no place configures is said. A
     repository agent file's entries may expand only ``allowed`` variables."""
@@ -394,7 +458,9 @@ def _agent_servers(
                     problems.append(f"{source}: mcpServers names {item!r}, which no MCP configuration has")
                 continue
             for name, entry in item.items():
-                config = _entry(name, entry, AGENT, source, problems, allowed if repository else None)
+                config = _entry(
+                    name, entry, AGENT, source, problems, allowed if repository else None, call_timeout
+                )
                 if config is None:
                     continue
                 if name in found or name in blocked:

@@ -1,5 +1,6 @@
 """``teamrt mcp``: the configured MCP servers, where each comes from, whether it starts, its state in a run,
-and (only when asked: it starts them) its tools. A server's tool names, descriptions and errors are its own
+and (only when asked: it starts them) its tools and its prompts (the person's ``/mcp__<server>__<prompt>``
+commands, ``teamrt.mcp.prompts``). A server's tool names, descriptions and errors are its own
 text, and its entry may come with a cloned repository: every line is made safe for a terminal
 (``terminal.clean_line``) in ``describe``."""
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrt.mcp.config import McpConfig, ServerConfig
+from teamrt.mcp.prompts import PromptError, list_prompts
 from teamrt.mcp.servers import EXITED, FAILED, PROCESS, STARTED, STOPPED, McpServers
 from teamrt.procs import is_running
 from teamrt.sandbox.confinement import Confinement
@@ -72,6 +74,12 @@ def state_in_run(name: str, events: Sequence[Any]) -> str:
 
 def list_tools(config: McpConfig, ctx: Confinement) -> dict[str, list[str]]:
     """Start every server that may start, list its tools, stop it: each server's tool lines."""
+    return list_servers(config, ctx, tools=True, prompts=False)
+
+
+def list_servers(config: McpConfig, ctx: Confinement, *, tools: bool, prompts: bool) -> dict[str, list[str]]:
+    """Start every server that may start (those a repository brings only when trusted), list its tools
+    and/or its prompts, stop it: each server's lines."""
 
     async def go() -> dict[str, list[str]]:
         servers = McpServers(config, ctx, start_timeout=LIST_TIMEOUT)
@@ -81,20 +89,40 @@ def list_tools(config: McpConfig, ctx: Confinement) -> dict[str, list[str]]:
             found: dict[str, list[str]] = {}
             for name in names:
                 state, error = servers.state(name)
-                tools = servers.tools([name])
                 if state != "running":
-                    found[name] = [f"tools: none, it {error}"]
+                    what = " and ".join(w for w, asked in (("tools", tools), ("prompts", prompts)) if asked)
+                    found[name] = [f"{what}: none, it {error}"]
                     continue
-                found[name] = [f"tools ({len(tools)}):"] + [
-                    f"  {t.name}{' (read-only)' if t.read_only else ''}: {_first_line(t.description)}"
-                    for t in tools
-                ]
-                found[name] += [f"  {line}" for line in servers.refused(name)]
+                found[name] = _tool_lines(servers, name) if tools else []
+                found[name] += await _prompt_lines(servers, name) if prompts else []
             return found
         finally:
             await servers.close()
 
     return asyncio.run(go())
+
+
+def _tool_lines(servers: McpServers, name: str) -> list[str]:
+    tools = servers.tools([name])
+    lines = [f"tools ({len(tools)}):"] + [
+        f"  {t.name}{' (read-only)' if t.read_only else ''}: {_first_line(t.description)}" for t in tools
+    ]
+    return lines + [f"  {line}" for line in servers.refused(name)]
+
+
+async def _prompt_lines(servers: McpServers, name: str) -> list[str]:
+    """A server's prompts as the commands a person types (``/mcp__s__p <required> [optional]``)."""
+    if not await servers.prompt_servers([name]):
+        return ["prompts: none (it declares no prompts)"]
+    try:
+        prompts, problems = await list_prompts(servers, name)
+    except PromptError as e:
+        return [f"prompts: none, {e}"]
+    lines = [f"prompts ({len(prompts)}):"]
+    for prompt in prompts:
+        about = _first_line(prompt.description)
+        lines.append(f"  {prompt.usage()}" + (f": {about}" if about else ""))
+    return lines + [f"  {line}" for line in problems]
 
 
 def listing_context(project: Path, run_dir: Path, policy: SandboxPolicy | None) -> Confinement:

@@ -44,7 +44,9 @@ _UNFIT = re.compile(r"[^A-Za-z0-9_-]")
 class Caller(Protocol):
     """What runs a call on a server (``teamrt.mcp.servers.McpServers``)."""
 
-    def call(self, server: str, tool: str, args: dict[str, Any]) -> Awaitable[ToolResult]: ...
+    def call(
+        self, server: str, tool: str, args: dict[str, Any], *, agent: str = ""
+    ) -> Awaitable[ToolResult]: ...
 
 
 @dataclass(eq=False)
@@ -61,7 +63,7 @@ class McpTool:
     caller: Caller = field(repr=False)
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await self.caller.call(self.server, self.tool, input)
+        return await self.caller.call(self.server, self.tool, input, agent=ctx.agent)  # whose call it is
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -155,19 +157,28 @@ def _block(item: Any) -> Block:
         about = f" ({item.mime_type})" if item.mime_type else ""
         return {"type": "text", "text": f"[resource link: {item.name} {item.uri}{about}]"}
     if kind == "resource":
-        resource = item.resource
-        uri, mime = str(resource.uri), resource.mime_type or ""
-        text = getattr(resource, "text", None)
-        if isinstance(text, str):
-            return {"type": "text", "text": f"[resource {uri}]\n{text}"}
-        blob = str(getattr(resource, "blob", ""))
-        if mime == "application/pdf":
-            source = {"type": "base64", "media_type": mime, "data": blob}
-            return {"type": "document", "source": source, "title": uri[:500]}
-        if mime.startswith("image/"):
-            return _image(blob, mime, f"resource {uri}")
-        return {"type": "text", "text": f"[resource {uri}: {len(blob) * 3 // 4:,} bytes of {mime or 'data'}]"}
+        return resource_block(item.resource)
     return {"type": "text", "text": f"[content of type {str(kind)[:40]!r} left out]"}
+
+
+def resource_block(resource: Any) -> Block:
+    """A resource's contents (the SDK's ``TextResourceContents`` or ``BlobResourceContents``), embedded in a
+    tool's result or read with ``ReadMcpResourceTool``: text as text under its URI, a PDF as a document,
+    an image as an image (as a tool's images are), other bytes as a line saying what they are."""
+    uri, mime = str(resource.uri), resource.mime_type or ""
+    text = getattr(resource, "text", None)
+    if isinstance(text, str):
+        return {"type": "text", "text": f"[resource {uri}]\n{text}"}
+    blob = str(getattr(resource, "blob", ""))
+    if mime == "application/pdf":
+        if len(blob) > MAX_IMAGE_CHARS:
+            said = f"a PDF of {len(blob):,} characters of base64, over the {MAX_IMAGE_CHARS:,} teamrt takes"
+            return {"type": "text", "text": f"[resource {uri} left out: {said}]"}
+        source = {"type": "base64", "media_type": mime, "data": blob}
+        return {"type": "document", "source": source, "title": uri[:500]}
+    if mime.startswith("image/"):
+        return _image(blob, mime, f"resource {uri}")
+    return {"type": "text", "text": f"[resource {uri}: {len(blob) * 3 // 4:,} bytes of {mime or 'data'}]"}
 
 
 def _image(data: str, mime: str, what: str) -> Block:

@@ -1,4 +1,4 @@
-"""How teamrt reaches an MCP server: a confined stdio process of its own, or streamable HTTP.
+"""How teamrt reaches an MCP server: a confined stdio process of its own, or one at a URL (``remote``).
 
 ``stdio`` is teamrt's own transport rather than the SDK's ``stdio_client``,
 for three reasons: the SDK does not say which process it started, and teamrt
@@ -9,11 +9,8 @@ own; and a hostile server's output must cost teamrt's process linear time and
 bounded memory (``Lines``: a message over ``MAX_MESSAGE_BYTES`` stops the
 server). The framing is the SDK's: one JSON-RPC message per line.
 
-``http`` is the SDK's streamable HTTP client with the configured headers,
-through WebFetch's address checks (``teamrt.tools.web.address``): the URL's
-host is resolved once, every address must be public unless the team file
-names the host (``[mcp] private_hosts`` or ``[web] private_hosts``), and every
-request connects to the address checked (``_pinned_transport``), to that origin only.
+``http`` and ``sse`` are the SDK's clients under WebFetch's address checks
+(``teamrt.mcp.remote``).
 """
 
 from __future__ import annotations
@@ -33,15 +30,14 @@ import anyio.abc
 
 from teamrt.errors import TeamrtError
 from teamrt.mcp.config import ServerConfig
+from teamrt.mcp.launchers import confined
+from teamrt.mcp.remote import http_transport, sse_transport
 from teamrt.procs import kill_group
 from teamrt.sandbox import limits as pidlimit
 from teamrt.sandbox.bwrap import Sandbox
 from teamrt.sandbox.confinement import Confinement
-from teamrt.tools.base import ToolError
-from teamrt.tools.web.address import IPAddress, Target, resolve, target
 
 if TYPE_CHECKING:
-    import httpx2
     from mcp.client._transport import TransportStreams
 
 STDERR_KEPT = 4096
@@ -146,13 +142,14 @@ async def stdio_transport(
     import mcp_types
     from mcp.shared.message import SessionMessage
 
-    ctx = dataclasses.replace(ctx, extra_roots=(*ctx.extra_roots, *program_files(config, ctx)))
+    shown = (*ctx.extra_roots, *program_files(config, ctx), *config.roots)  # roots: a plugin's folder
+    ctx, launched = confined(config.launch, config.fetch, dataclasses.replace(ctx, extra_roots=shown))
     command = sandbox.command(argv(config), ctx)
     cgroup = pidlimit.make(command.max_processes, command.max_memory_mb)
     started = command.argv if cgroup is None else pidlimit.enter(command.argv, cgroup)
     try:
         proc = await anyio.open_process(
-            started, env={**command.env, **config.env}, cwd=ctx.workspace, start_new_session=True
+            started, env={**command.env, **launched, **config.env}, cwd=ctx.workspace, start_new_session=True
         )
     except OSError:
         if cgroup is not None:
@@ -282,105 +279,6 @@ class Lines:
         self._pieces.append(piece)
 
 
-# -- HTTP ------------------------------------------------------------------------------------------------
-
-_TIMEOUT, _READ_TIMEOUT = 30.0, 300.0
-"""The SDK's own: connecting and writing, and reading (a response stream may stay open)."""
-
-
-MCP_RULE = (
-    "an HTTP MCP server is reached only at public addresses unless the team file's [mcp] private_hosts"
-    " names the host"
-)
-
-
-class AddressRefused(TeamrtError, ValueError):
-    """An HTTP server's URL that teamrt does not connect to; the message says why, in one line."""
-
-
-async def checked_address(url: str, private_hosts: tuple[str, ...]) -> tuple[Target, IPAddress]:
-    """``url`` read as WebFetch reads it and its host resolved once: the address to connect to. Every
-    address the name has must be public unless ``private_hosts`` names the host (``name``, ``name:port``);
-    raises ``AddressRefused``."""
-    try:
-        found = target(url)
-    except ToolError as e:
-        raise AddressRefused(str(e).removeprefix("WebFetch: ")) from None
-    return found, await resolve(found, private_hosts, refusal=AddressRefused, rule=MCP_RULE)
-
-
-def _pinned_transport(found: Target, address: IPAddress, max_message: int) -> httpx2.AsyncBaseTransport:
-    """An httpx2 transport that sends every request to ``address`` (the one checked), keeping the name in
-    ``Host`` and TLS's server name, and refuses a request to any other origin (a redirect elsewhere). A
-    JSON answer over ``max_message`` bytes fails as one the SDK cannot parse (an event stream's events
-    are bounded by the SDK's ``max_sse_event_size``, which ``http_transport`` sets to the same)."""
-    import httpx2
-
-    class TooLarge(httpx2.StreamError):
-        """An answer over the limit: the SDK turns it into the request's error."""
-
-    class Capped(httpx2.AsyncByteStream):
-        def __init__(self, stream: Any) -> None:
-            self.stream = stream
-
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            seen = 0
-            async for chunk in self.stream:
-                seen += len(chunk)
-                if seen > max_message:
-                    raise TooLarge(
-                        f"the server sent an answer of more than {max_message:,} bytes, the most teamrt reads"
-                    )
-                yield chunk
-
-        async def aclose(self) -> None:
-            await self.stream.aclose()
-
-    class Pinned(httpx2.AsyncBaseTransport):
-        def __init__(self) -> None:
-            self.inner = httpx2.AsyncHTTPTransport(trust_env=False)
-
-        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-            url = request.url
-            host = url.raw_host.decode("ascii").lower().removesuffix(".")
-            if (url.scheme, host, url.port or found.port) != (found.url.scheme, found.host, found.port):
-                raise httpx2.ConnectError(f"refused: {url.scheme}://{host} is not the server's origin")
-            request.url = url.copy_with(host=str(address))
-            if url.scheme == "https":
-                request.extensions = {**request.extensions, "sni_hostname": found.host}
-            response = await self.inner.handle_async_request(request)
-            if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-                return response
-            return httpx2.Response(
-                response.status_code, headers=response.headers, stream=Capped(response.stream),
-                extensions=response.extensions,
-            )  # fmt: skip
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
-
-    return Pinned()
-
-
-@contextlib.asynccontextmanager
-async def http_transport(
-    config: ServerConfig, private_hosts: tuple[str, ...] = (), max_message: int = MAX_MESSAGE_BYTES
-) -> AsyncIterator[TransportStreams]:
-    """The SDK's streamable HTTP client for ``config.url``, sending ``config.headers`` with each request,
-    connected only to the address ``checked_address`` allows; answers of at most ``max_message`` bytes."""
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    found, address = await checked_address(config.url, private_hosts)
-    client = httpx2.AsyncClient(
-        headers=dict(config.headers), timeout=httpx2.Timeout(_TIMEOUT, read=_READ_TIMEOUT), trust_env=False,
-        transport=_pinned_transport(found, address, max_message),
-    )  # fmt: skip
-    reading = streamable_http_client(config.url, http_client=client, max_sse_event_size=max_message)
-    async with client, reading as streams:
-        yield streams
-
-
 def transport_for(
     config: ServerConfig,
     ctx: Confinement,
@@ -391,8 +289,10 @@ def transport_for(
     private_hosts: tuple[str, ...] = (),
     max_message: int = MAX_MESSAGE_BYTES,
 ) -> contextlib.AbstractAsyncContextManager[Any]:
-    """The transport that reaches ``config``'s server: HTTP only at ``private_hosts`` among the private
-    addresses; stdio messages of at most ``max_message`` bytes."""
+    """The transport that reaches ``config``'s server: HTTP or SSE (``teamrt.mcp.remote``) only at
+    ``private_hosts`` among the private addresses; messages of at most ``max_message`` bytes."""
     if config.transport == "http":
         return http_transport(config, private_hosts, max_message)
+    if config.transport == "sse":
+        return sse_transport(config, private_hosts, max_message)
     return stdio_transport(config, ctx, sandbox, process, on_started, max_message)

@@ -9,6 +9,7 @@ are made safe for a terminal here (``terminal.clean_line``, ``clean_json``).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import math
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from teamrt.mcp.shown import KINDS as MCP_KINDS
+from teamrt.mcp.shown import summary as mcp_summary
 from teamrt.runs import query as runs
 from teamrt.runs.identity import shown_role
 from teamrt.runs.personmail import MailLine, Tracker
@@ -302,6 +305,7 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "spawn.forecast": _forecast,
     "ask.answered": _answered,
     "hook": _hook,
+    **{kind: functools.partial(mcp_summary, kind) for kind in MCP_KINDS},  # servers' progress, logs, asks
     TODOS_EVENT: _todos,
     **{f"agent.{end}": _ended for end in ("done", "failed", "stopped")},
     **{f"merge.{status}": _merge for status in MERGE_STATUSES},

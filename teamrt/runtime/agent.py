@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teamrt.mailbox import Inbox
+from teamrt.mailbox import Inbox, Message
 from teamrt.models.catalog import ModelInfo
 from teamrt.models.levers import REPLY_TOKENS
-from teamrt.models.types import Model, OnRestart, OnText
+from teamrt.models.types import Block, Model, OnRestart, OnText
 from teamrt.runtime.asking import Asker
 from teamrt.runtime.budget import Budget
 from teamrt.runtime.compaction import ContextPolicy
 from teamrt.runtime.hooks import AgentHooks
+from teamrt.runtime.scopedrules import AgentRules
 from teamrt.runtime.stream import TextStream
 from teamrt.store import Store
 from teamrt.tools.base import Tool, ToolContext
@@ -79,6 +80,14 @@ class AgentEnv:
     """Where the agent's text goes as it streams, for watchers (``runs/<run>/stream/<agent>``)."""
     hooks: AgentHooks | None = None
     """The Claude Code hooks that run at its events (``teamrt.runtime.hooks``); None: none."""
+    rules: AgentRules | None = None
+    """The path-scoped memory rules it gets as it touches their files (``teamrt.runtime.scopedrules``)."""
+    tools_changed: Callable[[dict[str, Tool]], bool] | None = None
+    """Called with its tools before each model call: puts in the tools its MCP servers list now (after a
+    ``tools/list_changed``), True when they changed (``McpServers.follow``); None: they never do."""
+    person_prompt: Callable[[Message], Awaitable[list[Block] | None]] | None = None
+    """Expands mail from the person that is an MCP prompt command into the blocks the agent reads
+    (``teamrt.runtime.personprompts``); None for other mail, or when there is none to expand."""
     clock: Callable[[], float] = time.monotonic
     """Seconds, for timing its waits for mail (which choose its cache's lifetime); tests pass their own."""
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from contextvars import ContextVar
@@ -69,6 +70,10 @@ class Ask:
 class Answer:
     allowed: bool
     reason: str
+    by: str = ""
+    """Who answered (a sender's name, ``policy``, ``stop``); "" when not recorded (``policy_asker``)."""
+    note: str | None = None
+    """What the person said with the answer, as they said it (an MCP server's form's values)."""
 
 
 Asker = Callable[[Ask], Awaitable[Answer]]
@@ -182,7 +187,7 @@ def human_answer(allowed: bool, by: str, reason: str | None) -> Answer:
         said += f": {reason}"
     if not allowed:
         said += ". Do the work another way, or report that you need this permission."
-    return Answer(allowed, said)
+    return Answer(allowed, said, by, reason)
 
 
 @dataclass(frozen=True)
@@ -242,7 +247,7 @@ class HumanAsker:
                 await self._record(ask, ask_id, verdict, await remembering)
                 raise
         await self._record(ask, ask_id, verdict, remembered)  # queued at once: a stop cannot undo it
-        return verdict.answer
+        return dataclasses.replace(verdict.answer, by=verdict.by)
 
     def _choice(self, ask: Ask) -> RuleChoice:
         return self.always.choice(ask) if self.always is not None else RuleChoice(None, NO_ALWAYS)

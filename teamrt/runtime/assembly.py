@@ -18,26 +18,31 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from teamrt.agents import AgentDefinition, choose_model
 from teamrt.claudecode.memory import Memory, imports
+from teamrt.claudecode.plugins import load_plugins
 from teamrt.claudecode.settings import ClaudeSettings
+from teamrt.claudecode.skills import SkillSet, load_skills
 from teamrt.mailbox import Inbox, Mailbox
 from teamrt.mailbox.inbox import SetAside
 from teamrt.mailbox.watcher import Watcher
 from teamrt.mcp.config import McpConfig
-from teamrt.mcp.servers import McpServers
+from teamrt.mcp.servers import START_TIMEOUT, McpServers
 from teamrt.models import Model, lookup, open_model, price_table
 from teamrt.models.catalog import ModelInfo
 from teamrt.models.levers import default_effort, effort_problem, thinking_problem, thinking_request
 from teamrt.models.types import OnText
+from teamrt.runtime import personprompts, scopedrules
 from teamrt.runtime.agent import DEFAULT_MAX_TOKENS, AgentEnv, AgentSpec
 from teamrt.runtime.asking import HumanAsker
 from teamrt.runtime.budget import Budget, role_budget
 from teamrt.runtime.hooks import RunHooks
 from teamrt.runtime.loop import AgentLoop
+from teamrt.runtime.mcphost import RunMcpHost
 from teamrt.runtime.member import Member
 from teamrt.runtime.stall import Watchdog
 from teamrt.runtime.stream import TextStream
@@ -49,8 +54,10 @@ from teamrt.team import Role, Team
 from teamrt.tools.base import Tool, ToolContext, ToolError
 from teamrt.tools.commands_brief import bash_allow_rules
 from teamrt.tools.commands_brief import render as commands_brief
-from teamrt.tools.names import canonical
+from teamrt.tools.names import FOLDED, canonical
 from teamrt.tools.permissions import Permissions, Rules, Verdict
+from teamrt.tools.registry import legacy_tools
+from teamrt.tools.skill import SkillTool, listing_budget
 from teamrt.tools.team import TeamServices, team_tools
 from teamrt.tools.web.search import WebSearch
 from teamrt.worktree import Checkout, Worktrees
@@ -88,9 +95,11 @@ class Assembly:
         hooks: RunHooks, mailbox: Mailbox, watcher: Watcher, members: dict[str, Member],
         models: dict[str, Model], on_text: OnText | None, worktrees: Worktrees | None,
         run_budget: Budget, asker: HumanAsker, guard: Guard, mcp: McpConfig, host: AgentHost,
+        skills: SkillSet | None = None,
     ) -> None:  # fmt: skip
         """``models``: the clients open so far, by name (``model`` adds to it); ``on_text``: where the lead's
-        text streams; ``mcp``: the run's MCP configuration, its servers started as agents need them."""
+        text streams; ``mcp``: the run's MCP configuration, its servers started as agents need them;
+        ``skills``: the run's skills (None: read them now, their warnings logged)."""
         self.store = store
         self.run_dir = run_dir
         self.team = team
@@ -112,10 +121,18 @@ class Assembly:
         self.guard = guard
         self.host = host
         self._prices = price_table(settings)
+        if skills is None:
+            skills = load_skills(project, load_plugins(project).skill_roots)
+            for line in skills.warnings:
+                log.warning("%s", line)
+        self.skills = skills
         lead = self.tools_context("lead", None, None)
+        allowed = [team.model, *(r.model for r in (team.lead, *team.roles.values()) if r.model)]
         self.mcp = McpServers(
-            mcp, dataclasses.replace(lead.confinement, env={}), guard=lead.guard, store=store
-        )
+            mcp, dataclasses.replace(lead.confinement, env={}), guard=lead.guard, store=store,
+            start_timeout=claude.knobs.mcp_start_timeout or START_TIMEOUT,  # MCP_TIMEOUT in the settings
+            host=RunMcpHost(members, self.model, allowed, self._prices),  # servers' sampling and questions
+        )  # fmt: skip
 
     def model(self, name: str) -> Model:
         """One client per model name, shared by the agents that use it."""
@@ -172,8 +189,10 @@ class Assembly:
         return self.member(name, kind, parent, depth, role, spec, tools, epoch, messages, checkout)
 
     def tools_context(self, kind: str, parent: str | None, checkout: Checkout | None) -> ToolContext:
-        """Where an agent works: the project (the lead), its checkout, or its parent's workspace."""
-        extra = (self.run_dir / "spill",)
+        """Where an agent works: the project (the lead), its checkout, or its parent's workspace. The run's
+        skill folders are read-only roots besides the spill directory: a skill's files can be read once the
+        model loads it (never written: extra roots are read-only, and protected paths stay protected)."""
+        extra = (self.run_dir / "spill", *self.skills.folders())
         policy = self.team.sandbox
         if parent is None:
             protected = self._protected(self.project, also=self.memory_paths())
@@ -208,14 +227,17 @@ class Assembly:
     def spec(
         self, name: str, role: Role, definition: AgentDefinition, model_name: str, *, persistent: bool
     ) -> AgentSpec:
-        tools = self._tools_for(definition, role)
+        tools = self._tools_for(definition, role, name)
         info = lookup(model_name, self._prices)
+        tools |= self._skill_tool(definition, role, info)
         levers = role_levers(self.team, role, definition, model_name, info)
         return AgentSpec(
             name=name,
             model=self.model(model_name),
             model_name=model_name,
-            system=self._with_memory(self._system(role, definition, "Bash" in tools)),
+            system=self._with_memory(
+                self._with_skills(self._system(role, definition, "Bash" in tools), definition)
+            ),
             tools=tools,
             permissions=self._permissions(role, definition),
             info=info,
@@ -244,6 +266,31 @@ class Assembly:
             told = commands_brief(allow, self.team.gates)
             prompt = f"{prompt}\n\n{told}" if told else prompt
         return prompt
+
+    def _with_skills(self, prompt: str, definition: AgentDefinition) -> str:
+        """``prompt``, then the bodies of the skills its agent file names in ``skills``, which Claude Code
+        preloads into a subagent's context at its start; in the system prompt here, which stays the same
+        for every request of the agent (a name the run has no skill for was said when the run started)."""
+        if not definition.skills:
+            return prompt
+        text, missing = self.skills.preloaded(definition.skills)
+        for line in missing:
+            log.warning("%s (agent %s): %s", definition.source, definition.name, line)
+        return f"{prompt}\n\nSkills loaded for you:\n\n{text}" if text else prompt
+
+    def _skill_tool(self, definition: AgentDefinition, role: Role, info: ModelInfo | None) -> dict[str, Tool]:
+        """``Skill``, when the run has skills the model may invoke and ``definition`` does not leave it out
+        (its ``tools`` naming others, its ``disallowedTools``), its listing within Claude Code's budget for
+        the model's context window (``info``); the same tool, byte for byte, on every request."""
+        named = definition.tools is None or "Skill" in definition.tools
+        if not self.skills.listed() or not named or "Skill" in definition.disallowed_tools:
+            return {}
+        budget = listing_budget(info.context_window if info else None, {**os.environ, **self.claude.env})
+        tool = SkillTool(self.skills, budget)
+        if tool.bare or tool.left_out:
+            log.warning("%s: the skills listing is over its budget of %d characters: %d shown without a"
+                        " description, %d left out", role.name, budget, tool.bare, tool.left_out)  # fmt: skip
+        return {tool.name: tool}
 
     def _description(self, agent: str) -> str:
         definition = self.definitions.get(agent)
@@ -298,6 +345,9 @@ class Assembly:
             current_epoch=lambda agent: self.members[agent].loop.epoch if agent in self.members else None,
             after_tools=(lambda tools: self.host.check_overlap(name, tools)) if checkout else None,
             hooks=self.hooks.for_agent(self.store, name=name, kind=kind, agent=role.agent),
+            rules=scopedrules.for_agent(self.memory.scoped, self.store, name),
+            tools_changed=self._mcp_follow(role),
+            person_prompt=personprompts.for_mail(self.mcp, self.store, name),
         )
         member = Member(
             name, kind, parent, depth, AgentLoop(spec, env, epoch=epoch, messages=messages), inbox,
@@ -306,12 +356,13 @@ class Assembly:
         self.members[name] = member
         return member
 
-    def _tools_for(self, definition: AgentDefinition, role: Role) -> dict[str, Tool]:
+    def _tools_for(self, definition: AgentDefinition, role: Role, name: str) -> dict[str, Tool]:
         """The tools ``definition`` names (all when it names none) and the team's coordination tools, less
         those it disallows; names compared as the model sees them. Claude Code's TodoWrite and Task, team
         tools in teamrt, come only when named, as in Claude Code. WebSearch, which the API runs and no
         rule can ask about call by call, comes only when the agent's permissions do not deny it, with the
-        team's search domains."""
+        team's search domains. Agent ``name`` of an older run that called a tool teamrt has since folded
+        into another (MultiEdit, into Edit) is offered it again where it stood (``legacy_tools``)."""
         team = team_tools(self.host.services)
 
         def wanted(name: str) -> bool:
@@ -321,6 +372,7 @@ class Assembly:
             return named and shown not in definition.disallowed_tools
 
         tools = {n: tool for n, tool in self.host.tools.items() if wanted(n)}
+        tools = self._with_legacy(tools, name)
         search = tools.get("WebSearch")
         if isinstance(search, WebSearch):
             decision = self._permissions(role, definition).decide(
@@ -333,10 +385,31 @@ class Assembly:
         tools |= {tool.name: tool for tool in self.mcp.tools_for(definition)}  # started by add or restoring
         return tools
 
+    def _with_legacy(self, tools: dict[str, Tool], name: str) -> dict[str, Tool]:
+        """``tools`` with each folded tool agent ``name``'s journal holds a call to, right after the tool
+        it folded into when the agent has that one (an agent denied Edit gets no MultiEdit back)."""
+        folded = {n: tool for n, tool in legacy_tools().items() if FOLDED[n] in tools}
+        if not folded:
+            return tools
+        called = {call.name for call in self.store.reader.tool_calls(name)} & folded.keys()
+        if not called:
+            return tools
+        kept: dict[str, Tool] = {}
+        for n, tool in tools.items():
+            kept[n] = tool
+            kept |= {old: folded[old] for old in sorted(called) if FOLDED[old] == n}
+        return kept
+
     def _permissions(self, role: Role, definition: AgentDefinition) -> Permissions:
         mode = role.permission_mode or definition.permission_mode or self.claude.default_mode or "default"
         allow = [*self.team.allow, *team_tools(self.host.services)]  # coordination, unless a rule denies it
         return Permissions(mode, allow=allow, deny=self.team.deny, ask=self.team.ask, then=self.claude.rules)
+
+    def _mcp_follow(self, role: Role) -> Callable[[dict[str, Tool]], bool] | None:
+        """What puts the tools an agent of ``role``'s servers list now in its tools before its next model
+        call (a server's ``tools/list_changed``: ``McpServers.follow``)."""
+        definition = self.definitions.get(role.agent)
+        return self.mcp.follow(definition) if definition is not None else None
 
     def mcp_notices(self) -> list[str]:
         """What the run's MCP configuration left out, and the repository's servers that do not start."""

@@ -10,10 +10,13 @@ gets an ``AgentHooks`` (in ``AgentEnv.hooks``); the loop calls:
   ``UserPromptSubmit`` on the lead's task. A block ends the lead stopped
   before its first model call; a child's directive comes from the lead, not
   from a person, so it fires no ``UserPromptSubmit`` (as in Claude Code);
+  A child (fork, worktree agent, teammate) fires ``SubagentStart`` first, at
+  each start of its run: its ``additionalContext`` opens the child's context;
 - ``pre_tool`` and ``decide`` before a call (``PreToolUse``: a block refuses
   it; ``allow`` spares an ask of the mode, never a rule's deny or ask;
   ``ask`` asks about a call the rules and mode would allow; ``updatedInput``
-  is what the tool runs with), ``post_tool`` after one that succeeded;
+  is what the tool runs with), ``post_tool`` after it (``PostToolUse`` when
+  it succeeded, ``PostToolUseFailure`` when it failed);
 - ``stop_blocked`` where the agent would end done (``Stop`` for the lead,
   ``SubagentStop`` for the others), ``idle_blocked`` where a teammate would
   idle (``TeammateIdle``): a block makes the agent go on, with the hook's
@@ -22,10 +25,11 @@ gets an ``AgentHooks`` (in ``AgentEnv.hooks``); the loop calls:
   (``additionalContext``, feedback), in that turn.
 
 The supervisor calls ``task_completing`` before a task is marked done
-(``TaskCompleted``: a block leaves it open and tells the agent why), and its
-notifier ``notification`` when the run needs the person or ends
-(``Notification``).
-``continue: false`` in any hook's answer stops the agent.
+(``TaskCompleted``: a block leaves it open and tells the agent why). The
+events of compaction, permission asks and the run's end are in
+``teamrt.runtime.hook_events``; ``async`` hooks run beside the agent
+(``teamrt.runtime.hook_async``). ``continue: false`` in any hook's answer
+stops the agent.
 
 Each run of a hook is journaled as a ``hook`` event (its event, command,
 scope, exit code, time and outcome); an error, a timeout or a hook that could
@@ -37,25 +41,26 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
-from teamrt.claudecode.hooks import Answer, HookSet, combine, interpret, parse_hooks, run_hook
+from teamrt.claudecode.hook_answers import Answer, combine, interpret
+from teamrt.claudecode.hooks import HookSet, parse_hooks, run_hook
+from teamrt.claudecode.plugins import load_plugins
 from teamrt.claudecode.settings import read_settings_files
 from teamrt.claudecode.trust import TrustError, hooks_digest, is_trusted
 from teamrt.models.types import Block
+from teamrt.runtime.hook_async import HOOK_EVENT as HOOK_EVENT  # re-exported: the journal's kind
+from teamrt.runtime.hook_async import MAX_RUNNING, Background, in_background, journal
 from teamrt.sandbox.bwrap import default_sandbox
 from teamrt.sandbox.quarantine import describe
 from teamrt.store import Store
 from teamrt.tools.base import Tool, ToolContext, ToolResult
 from teamrt.tools.permissions import Decision, Mode, Permissions, Verdict
 
-HOOK_EVENT: Final = "hook"
-"""The event of one run of a hook: ``{"event", "command", "scope", "code", "ms", "outcome", ...}``."""
 MAX_CONTINUATIONS = 5
 """How many times in a row Stop, SubagentStop and TeammateIdle hooks may keep an agent going."""
-COMMAND_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,8 @@ class RunHooks:
 
 def load_hooks(project: Path, on_notice: Callable[[str], None] | None = None) -> RunHooks:
     """``project``'s hooks that may run, read once per run; ``on_notice`` is told, a line each, what was
-    wrong in them and whether the repository's are left out. Raises ``SettingsError`` for a settings file
-    that cannot be read (``teamrt.claudecode.settings``)."""
+    wrong in them and whether the repository's are left out. A settings file that cannot be read has no
+    hooks here; the run's settings warnings name it (``teamrt.claudecode.settings``)."""
     files = read_settings_files(project)
     parsed = parse_hooks(files)
     notices = [f"teamrt: warning: {problem}" for problem in parsed.problems]
@@ -87,15 +92,21 @@ def load_hooks(project: Path, on_notice: Callable[[str], None] | None = None) ->
             trusted = is_trusted(project, digest)
         except TrustError as e:
             notices.append(f"teamrt: warning: {e}")
-        if not trusted:
-            where = " and ".join(
-                str(f.path) for f in files if f.scope in ("project", "local") and f.data.get("hooks")
-            )
+        where = " and ".join(
+            str(f.path) for f in files if f.scope in ("project", "local") and f.data.get("hooks")
+        )
+        if not trusted and where:  # a repository's plugins not trusted: teamrt.claudecode.plugins says so
             notices.append(
                 f"teamrt: warning: the hooks in {where} do not run: this project's hooks are not trusted as"
                 f" they are now; read them, then run `teamrt trust` in {project} to let them run"
             )
     runnable = parsed if trusted else parsed.scoped("user")
+    plugins = load_plugins(project, files)  # its warnings are said with the memory's (runtime.teamrun)
+    off = any(f.scope == "user" and f.data.get("disableAllHooks") is True for f in files)
+    if plugins.hook_files and not off:
+        from_plugins = parse_hooks(plugins.hook_files)  # only the plugins that may run them (their trust)
+        notices += [f"teamrt: warning: {problem}" for problem in from_plugins.problems]
+        runnable = replace(runnable, hooks=(*runnable.hooks, *from_plugins.hooks))
     if runnable.hooks and not default_sandbox().confined:
         notices.append(
             "teamrt: note: hooks run in the sandbox of Bash; without bubblewrap they run only where the"
@@ -124,6 +135,8 @@ class AgentHooks:
     """How many times in a row its Stop (SubagentStop, TeammateIdle) hooks kept it going."""
     context: list[str] = field(default_factory=list)
     """Text for its next user turn."""
+    background: Background = field(default_factory=Background)
+    """Its ``async`` hooks under way."""
 
 
 class HookedEnv(Protocol):
@@ -187,18 +200,23 @@ async def starting(loop: HookedAgent, task: str | list[Block] | None) -> str | N
         return None
     if not hooks.started:
         hooks.started = True
+        if hooks.kind != "lead":  # agent_id and agent_type are in every child's input
+            answer = await fire(loop, "SubagentStart", {}, query=hooks.agent_type)
+            hooks.context += contexts_of("SubagentStart", answer)
+            if answer.stop is not None:
+                return f"a SubagentStart hook stopped it: {answer.stop}"
         source = "startup" if task is not None else "resume"
-        answer = await _fire(loop, "SessionStart", {"source": source}, query=source)
-        hooks.context += _contexts("SessionStart", answer)
+        answer = await fire(loop, "SessionStart", {"source": source}, query=source)
+        hooks.context += contexts_of("SessionStart", answer)
         if answer.stop is not None:
             return f"a SessionStart hook stopped it: {answer.stop}"
     if isinstance(task, str) and hooks.kind == "lead":
-        answer = await _fire(loop, "UserPromptSubmit", {"prompt": task})
+        answer = await fire(loop, "UserPromptSubmit", {"prompt": task})
         if answer.stop is not None:
             return f"a UserPromptSubmit hook stopped it: {answer.stop}"
         if answer.blocks:
             return "a UserPromptSubmit hook blocked the task: " + "\n".join(answer.blocks)
-        hooks.context += _contexts("UserPromptSubmit", answer)
+        hooks.context += contexts_of("UserPromptSubmit", answer)
     return None
 
 
@@ -219,8 +237,8 @@ async def pre_tool(loop: HookedAgent, call: Block, name: str, args: dict[str, An
     hooks = loop.env.hooks
     if hooks is None:
         return PreTool(None, args)
-    answer = await _fire(loop, "PreToolUse", _about_call(call, name, args), query=name, call=call)
-    hooks.context += _contexts("PreToolUse", answer)
+    answer = await fire(loop, "PreToolUse", about_call(call, name, args), query=name, call=call)
+    hooks.context += contexts_of("PreToolUse", answer)
     if answer.stop is not None:
         loop.stop(f"a PreToolUse hook stopped it: {answer.stop}")
         return PreTool(f"not run: a PreToolUse hook stopped the agent: {answer.stop}", args)
@@ -252,22 +270,31 @@ def decide(loop: HookedAgent, name: str, tool: Tool, pre: PreTool) -> Decision:
 async def post_tool(
     loop: HookedAgent, call: Block, name: str, args: dict[str, Any], result: ToolResult
 ) -> None:
-    """The ``PostToolUse`` hooks of a call that succeeded (as in Claude Code, not of one that failed):
-    what they say goes to the agent with the call's result."""
+    """The ``PostToolUse`` hooks of a call that succeeded, the ``PostToolUseFailure`` hooks of one that ran
+    and failed (as in Claude Code: a call refused before it ran fires neither): what they say goes to the
+    agent with the call's result."""
     hooks = loop.env.hooks
-    if hooks is None or result.is_error:
+    if hooks is None:
         return
-    response: dict[str, Any] = {"content": result.content, "success": True}
-    if isinstance(args.get("file_path"), str):
-        response["filePath"] = args["file_path"]
-    answer = await _fire(
-        loop, "PostToolUse", {**_about_call(call, name, args), "tool_response": response}, query=name,
-        call=call,
-    )  # fmt: skip
-    hooks.context += [f"PostToolUse hook feedback on {name} ({call['id']}):\n{b}" for b in answer.blocks]
-    hooks.context += _contexts("PostToolUse", answer)
+    if result.is_error:
+        error = result.content if isinstance(result.content, str) else _text_of(result.content)
+        extra = {**about_call(call, name, args), "error": error, "is_interrupt": False}
+        event = "PostToolUseFailure"
+    else:
+        response: dict[str, Any] = {"content": result.content, "success": True}
+        if isinstance(args.get("file_path"), str):
+            response["filePath"] = args["file_path"]
+        extra = {**about_call(call, name, args), "tool_response": response}
+        event = "PostToolUse"
+    answer = await fire(loop, event, extra, query=name, call=call)
+    hooks.context += [f"{event} hook feedback on {name} ({call['id']}):\n{b}" for b in answer.blocks]
+    hooks.context += contexts_of(event, answer)
     if answer.stop is not None:
-        loop.stop(f"a PostToolUse hook stopped it: {answer.stop}")
+        loop.stop(f"a {event} hook stopped it: {answer.stop}")
+
+
+def _text_of(content: list[Block]) -> str:
+    return "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
 
 
 async def stop_blocked(loop: HookedAgent) -> bool:
@@ -278,7 +305,7 @@ async def stop_blocked(loop: HookedAgent) -> bool:
         return False
     event = "Stop" if hooks.kind == "lead" else "SubagentStop"
     extra = {"stop_hook_active": hooks.continuations > 0, "last_assistant_message": loop.answer}
-    answer = await _fire(loop, event, extra, query=None if event == "Stop" else hooks.agent_type)
+    answer = await fire(loop, event, extra, query=None if event == "Stop" else hooks.agent_type)
     return await _goes_on(loop, event, answer)
 
 
@@ -287,7 +314,7 @@ async def idle_blocked(loop: HookedAgent) -> bool:
     hooks = loop.env.hooks
     if hooks is None or not loop.spec.persistent:
         return False
-    answer = await _fire(loop, "TeammateIdle", {"teammate_name": hooks.name, "team_name": loop.spec.team})
+    answer = await fire(loop, "TeammateIdle", {"teammate_name": hooks.name, "team_name": loop.spec.team})
     if answer.stop is not None:
         loop.stop(f"a TeammateIdle hook stopped it: {answer.stop}")
         return False
@@ -301,36 +328,13 @@ async def task_completing(loop: HookedAgent, task_id: int, subject: str, descrip
         return None
     extra = {"task_id": str(task_id), "task_subject": subject, "task_description": description,
              "teammate_name": hooks.name, "team_name": loop.spec.team}  # fmt: skip
-    answer = await _fire(loop, "TaskCompleted", extra)
-    hooks.context += _contexts("TaskCompleted", answer)
+    answer = await fire(loop, "TaskCompleted", extra)
+    hooks.context += contexts_of("TaskCompleted", answer)
     if answer.stop is not None:
         loop.stop(f"a TaskCompleted hook stopped it: {answer.stop}")
     if answer.blocks:
         return "\n".join(answer.blocks)
     return None
-
-
-async def notification(hooks: HookSet, store: Store, ctx: ToolContext, payload: dict[str, Any]) -> None:
-    """``Notification`` hooks (``teamrt.runtime.notify``): those whose matcher matches the payload's
-    ``notification_type`` run at once, in the sandbox of ``ctx`` (the lead's), each journaled as the others
-    are. As in Claude Code they inform and decide nothing: what they answer is not acted on."""
-    matching = hooks.matching("Notification", str(payload.get("notification_type", "")))
-    if not matching:
-        return
-    try:
-        ran = await asyncio.gather(*(run_hook(hook, payload, ctx.confinement) for hook in matching))
-    finally:
-        if ctx.guard is not None:  # what they made among the protected paths is moved out, and recorded
-            await asyncio.shield(ctx.guard.check(ctx.workspace, cause="Notification hooks"))
-    for r in ran:
-        said = interpret(r, "Notification")
-        data: dict[str, Any] = {
-            "event": "Notification", "command": _brief(r.hook.command), "scope": r.hook.scope, "code": r.code,
-            "ms": r.ms, "outcome": "ok" if said.outcome == "blocked" else said.outcome,
-        }  # fmt: skip
-        if said.note:
-            data["note"] = _brief(said.note)
-        await store.append_event(HOOK_EVENT, data)
 
 
 async def _goes_on(loop: HookedAgent, event: str, answer: Answer) -> bool:
@@ -350,15 +354,15 @@ async def _goes_on(loop: HookedAgent, event: str, answer: Answer) -> bool:
     return True
 
 
-def _about_call(call: Block, name: str, args: dict[str, Any]) -> dict[str, Any]:
+def about_call(call: Block, name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"tool_name": name, "tool_input": args, "tool_use_id": call["id"]}
 
 
-def _contexts(event: str, answer: Answer) -> list[str]:
+def contexts_of(event: str, answer: Answer) -> list[str]:
     return [f"{event} hook additional context:\n{text}" for text in answer.contexts]
 
 
-async def _fire(
+async def fire(
     loop: HookedAgent,
     event: str,
     extra: dict[str, Any],
@@ -366,7 +370,8 @@ async def _fire(
     query: str | None = None,
     call: Block | None = None,
 ) -> Answer:
-    """Run the hooks of ``event`` that match ``query`` at once, journal each run, and combine them."""
+    """Run the hooks of ``event`` that match ``query`` at once, journal each run, and combine them; start
+    its ``async`` hooks beside the agent (they decide nothing)."""
     hooks = loop.env.hooks
     assert hooks is not None
     matching = hooks.hooks.matching(event, query)
@@ -383,27 +388,25 @@ async def _fire(
     if hooks.kind != "lead":
         payload |= {"agent_id": hooks.name, "agent_type": hooks.agent_type}
     payload |= extra
+    for hook in (h for h in matching if h.background):
+        if not hooks.background.start(in_background(loop, hook, event, payload, call, protected_after)):
+            note = f"{MAX_RUNNING} async hooks of this agent are running already; this one is left out"
+            tool = str(extra.get("tool_name", ""))
+            await journal(hooks, event, hook, call, tool=tool, outcome="not run", note=note, background=True)
+    waited = [h for h in matching if not h.background]
+    if not waited:
+        return Answer()
     try:
-        ran = await asyncio.gather(*(run_hook(hook, payload, ctx.confinement) for hook in matching))
+        ran = await asyncio.gather(*(run_hook(hook, payload, ctx.confinement) for hook in waited))
     finally:  # what the hooks made among the protected paths is moved out, even when the agent was stopped
-        await asyncio.shield(_protected_after(loop, event))
+        await asyncio.shield(protected_after(loop, event))
     saids = [interpret(r, event) for r in ran]
     for r, said in zip(ran, saids, strict=True):
-        data: dict[str, Any] = {
-            "event": event, "command": _brief(r.hook.command), "scope": r.hook.scope, "code": r.code,
-            "ms": r.ms, "outcome": said.outcome,
-        }  # fmt: skip
-        if call is not None:
-            data |= {"tool": extra["tool_name"], "tool_use_id": call["id"]}
-        if said.note:
-            data["note"] = _brief(said.note)
-        if said.updated_input is not None:
-            data["updated_input"] = True
-        await hooks.store.append_event(HOOK_EVENT, data, agent=hooks.name)
+        await journal(hooks, event, r.hook, call, tool=str(extra.get("tool_name", "")), ran=r, said=said)
     return combine(saids)
 
 
-async def _protected_after(loop: HookedAgent, event: str) -> None:
+async def protected_after(loop: HookedAgent, event: str) -> None:
     """Scan the workspace after the ``event`` hooks ran (``teamrt.sandbox.quarantine``): what they created
     or changed among the protected paths is moved out, recorded by the guard, and told to the agent."""
     hooks, ctx = loop.env.hooks, loop.env.tools
@@ -412,8 +415,3 @@ async def _protected_after(loop: HookedAgent, event: str) -> None:
     moved = await ctx.guard.check(ctx.workspace, cause=f"{event} hooks", agent=hooks.name)
     if moved:
         hooks.context.append(describe(moved, f"the {event} hooks"))
-
-
-def _brief(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= COMMAND_CHARS else text[: COMMAND_CHARS - 3] + "..."

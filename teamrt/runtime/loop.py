@@ -29,7 +29,7 @@ from teamrt.models.pricing import worst_cost_usd
 from teamrt.models.tokens import request_tokens
 from teamrt.models.types import Block
 from teamrt.procs import process_start_time
-from teamrt.runtime import context, prefixguard
+from teamrt.runtime import context, hook_events, prefixguard, scopedrules
 from teamrt.runtime import hooks as hooking
 from teamrt.runtime.agent import AgentEnv, AgentSpec, Outcome
 from teamrt.runtime.asking import Ask
@@ -148,10 +148,10 @@ class AgentLoop:
             while True:
                 # a paused turn goes back as it is, with no user turn after it: mail and hook context wait
                 mail = [] if self._paused else self._take_mail()
-                blocks = (
-                    [r.result[0] for r in results] + start + ([] if self._paused else hooking.context(self))
-                )
-                blocks += [self._mail_block(m) for m in mail]
+                blocks = [r.result[0] for r in results] + start
+                if not self._paused:
+                    blocks += scopedrules.context(self) + hooking.context(self)
+                blocks += await self._mail_blocks(mail)
                 if blocks:
                     await self._append_user(blocks, mail, results)
                 results, start = [], []
@@ -278,6 +278,14 @@ class AgentLoop:
         await self.env.store.set_agent_status(self.spec.name, "running")
         return True
 
+    async def _mail_blocks(self, mail: list[Message]) -> list[Block]:
+        """Mail as the model reads it, a person's MCP prompt command expanded (``env.person_prompt``)."""
+        blocks: list[Block] = []
+        for msg in mail:
+            expanded = await self.env.person_prompt(msg) if self.env.person_prompt is not None else None
+            blocks += [self._mail_block(msg)] if expanded is None else expanded
+        return blocks
+
     def _mail_block(self, msg: Message) -> Block:
         """Mail as the model reads it. A result or control message from a superseded epoch of its
         sender is recorded (ingested) but marked so, and not acted on; peer messages always count."""
@@ -316,7 +324,11 @@ class AgentLoop:
     # -- the model --------------------------------------------------------------
 
     async def _request(self) -> ModelRequest:
-        """The next request, the history compacted first when it would pass the policy's bound."""
+        """The next request, the history compacted first when it would pass the policy's bound. Tools an
+        MCP server changed come in here, between turns; its thinking is checked against them again."""
+        changed = self.env.tools_changed
+        if changed is not None and changed(self.spec.tools):
+            self._prefix_checked = False  # prefixguard: the thinking bound to the old tools goes
         if not self._prefix_checked:
             await self._check_prefix()
         bound = self._bound()
@@ -382,7 +394,19 @@ class AgentLoop:
             return True
         return self._size() > bound
 
-    async def _compact(self, bound: int) -> None:
+    async def _compact(self, bound: int, *, forced: bool = False) -> None:
+        """Compact, between the ``PreCompact`` and ``PostCompact`` hooks (``hook_events``). A hook's block
+        skips a compaction ahead of the limit; one the API forced (``forced``) cannot be skipped, so the
+        agent fails with the hook's reason, as Claude Code lets the error surface."""
+        blocked = await hook_events.pre_compact(self)
+        if blocked is not None:
+            if forced:
+                raise ContextExhausted(f"a PreCompact hook blocked a compaction the context needs: {blocked}")
+            return
+        await self._compact_layers(bound)
+        await hook_events.post_compact(self)
+
+    async def _compact_layers(self, bound: int) -> None:
         """Bring the history under ``bound``, cheapest layer first (``context``); raises
         ``ContextExhausted`` when ``MAX_FAILED_COMPACTIONS`` summaries in a row leave it over the limit."""
         policy, spec = self.context_policy, self.spec
@@ -497,7 +521,7 @@ class AgentLoop:
                 reason = f"the reply was cut by the context window at {tokens:,} input tokens"
             log.info("%s: %s; compacting", self.spec.name, reason)
             self._sizer.counted(tokens)
-            await self._compact(min(self._bound(), tokens * 3 // 4))  # forced: at least a quarter off
+            await self._compact(min(self._bound(), tokens * 3 // 4), forced=True)  # at least a quarter off
             request = self._managed(self._build())
         raise ContextExhausted(
             f"the model still found the context too long after {context.MAX_FAILED_COMPACTIONS} compactions"
@@ -630,6 +654,7 @@ class AgentLoop:
         except ToolError as e:
             result = ToolResult(str(e), is_error=True)
         await hooking.post_tool(self, call, tool.name, args, result)
+        await scopedrules.touched(self, tool.name, args, result)
         faults.point("tool.after", call_id)
         return result
 
@@ -649,10 +674,16 @@ class AgentLoop:
         decision = hooking.decide(self, name, tool, pre)
         if decision.verdict == Verdict.DENY:
             return f"permission denied: {decision.reason}", pre.input
-        if decision.verdict == Verdict.ASK:
-            answer = await self.env.asker(Ask(self.spec.name, name, pre.input, decision.reason, call["id"]))
-            if not answer.allowed:
-                return f"permission denied: {answer.reason}", pre.input
+        if decision.verdict == Verdict.ASK:  # PermissionRequest hooks may answer it for the person
+            hooked = await hook_events.permission_request(self, name, tool, pre.input)
+            if hooked.refusal is not None:
+                return hooked.refusal, hooked.input
+            if not hooked.allowed:
+                ask = Ask(self.spec.name, name, hooked.input, decision.reason, call["id"])
+                answer = await self.env.asker(ask)
+                if not answer.allowed:
+                    return f"permission denied: {answer.reason}", hooked.input
+            return None, hooked.input
         return None, pre.input
 
     # -- the end -------------------------------------------------------------------

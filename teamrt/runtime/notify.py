@@ -40,7 +40,7 @@ from teamrt.claudecode.hooks import HookSet
 from teamrt.procs import kill_group
 from teamrt.runtime.asking import ANSWERED, ASK
 from teamrt.runtime.budget import Budget
-from teamrt.runtime.hooks import notification
+from teamrt.runtime.hook_events import notification
 from teamrt.runtime.notices import BUDGET_NEAR, NOTIFY_FAILED, Notice, budget_near, notice_of, plain
 from teamrt.settings import NotifySettings
 from teamrt.store import Store, StoreError

@@ -25,6 +25,7 @@ from teamrt.agents import AgentDefinition, kept_definition
 from teamrt.events import SUPERVISOR
 from teamrt.mcp.servers import PROCESS, McpServers, kill_leftover_servers
 from teamrt.models.types import Block
+from teamrt.runtime import personprompts
 from teamrt.runtime.agent import Outcome
 from teamrt.runtime.assembly import Assembly, fork_spec
 from teamrt.runtime.budget import Budget
@@ -203,8 +204,9 @@ class Restoring:
         were created in the order of its directives."""
         if any(turn.role != "compaction" for turn in self.store.reader.turns(member.name)):
             return None  # a fork's copy of its parent's conversation is kept as a compaction turn
-        if member.parent is None:
-            return self.store.reader.run().task
+        if member.parent is None:  # a /mcp__ task as it was expanded, never asked of its server again
+            kept = personprompts.kept_task(self.store.reader.events(kinds=(personprompts.PROMPTED,)))
+            return kept if kept is not None else self.store.reader.run().task
         parent = self.members[member.parent]
         for call, children in self.spawning.spawned_by_last_turn(parent):
             spawn = self.spawning.spawn_of(call)

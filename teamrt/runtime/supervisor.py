@@ -24,16 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from teamrt.agents import AgentDefinition
+from teamrt.claudecode.envknobs import knob_tools
 from teamrt.claudecode.memory import Memory, load_memory
 from teamrt.claudecode.settings import ClaudeSettings, load_claude_settings
+from teamrt.claudecode.skills import SkillSet
 from teamrt.events import SUPERVISOR, USER
 from teamrt.mailbox import Inbox, Mailbox, open_watcher
 from teamrt.mailbox.inbox import SetAside
 from teamrt.mcp.config import McpConfig, mcp_config
+from teamrt.mcp.prompts import PromptError
 from teamrt.mcp.servers import NOTICE
 from teamrt.models import Model
 from teamrt.models.types import Block, OnText
-from teamrt.runtime import verdict
+from teamrt.runtime import hook_events, personprompts, verdict
 from teamrt.runtime.agent import Outcome
 from teamrt.runtime.always import LiveRules
 from teamrt.runtime.asking import HumanAsker
@@ -85,6 +88,7 @@ class Supervisor:
         memory: Memory | None = None,
         hooks: RunHooks | None = None,
         mcp: McpConfig | None = None,
+        skills: SkillSet | None = None,
     ) -> None:
         """``models``: clients already open, by name; ``on_text``: where the lead's text streams;
         ``worktrees``: the run's worktree agents (None: the project is not a git repository);
@@ -126,7 +130,7 @@ class Supervisor:
             settings=settings, sim=sim, claude=self.claude, memory=memory, hooks=hooks, mailbox=self.mailbox,
             watcher=self.watcher, members=self.members, models=self.models, on_text=on_text,
             worktrees=worktrees, run_budget=self.run_budget, asker=self.asker, guard=self.guard,
-            mcp=mcp_config(project, team, definitions) if mcp is None else mcp, host=self,
+            mcp=mcp_config(project, team, definitions) if mcp is None else mcp, host=self, skills=skills,
         )  # fmt: skip
         self.mcp = self.assembly.mcp
         self.asker.always = LiveRules(
@@ -141,7 +145,10 @@ class Supervisor:
             store=store, members=self.members, mailbox=self.mailbox, lost_mail=self.lost_mail,
             disk=self.disk, spawning=self.spawning,
         )  # fmt: skip
-        self.tools: dict[str, Tool] = {**builtin_tools(), **team_tools(self.services)}
+        # Claude Code's env knobs in the settings (BASH_DEFAULT_TIMEOUT_MS ...) make their tools
+        self.tools: dict[str, Tool] = {
+            **builtin_tools(), **knob_tools(self.claude.knobs), **team_tools(self.services)
+        }  # fmt: skip
         self.idling = Idling(
             store=store, members=self.members, lost_mail=self.lost_mail, services=self.services, runner=self
         )
@@ -167,10 +174,15 @@ class Supervisor:
             if notice is not None:  # roles no team policy plays, for logs and the CLI
                 await self.store.append_event(SIM_UNPLAYED, {"note": notice})
             lead = await self.assembly.add(self.team.lead, "lead", kind="lead", parent=None, depth=0)
-            self.start(lead, prompt)
+            # a person's /mcp__<server>__<prompt> task: expanded once, journaled (personprompts)
+            self.start(lead, await personprompts.task(self.assembly.mcp, self.store, prompt))
             return lead
 
-        return await self._conduct(begin)
+        try:
+            return await self._conduct(begin)
+        except PromptError as e:  # the lead never started: the run fails with the one line the CLI prints
+            await self.store.set_run_status("failed", str(e))
+            raise
 
     async def resume(self, *, continued: bool = False) -> Outcome:
         """Go on with a crashed run: reconcile what the crash left and rebuild its agents (``restoring``),
@@ -223,12 +235,16 @@ class Supervisor:
             await verdict.abandon_unfinished(self.store)
             await self.store.set_run_status(outcome.status, outcome.reason)
             await self.notifier.ended(outcome.status, outcome.reason)
+            lead_ctx = self.notifier.lead_context()  # SessionEnd hooks, in the lead's sandbox
+            status, why = outcome.status, outcome.reason
+            await hook_events.session_end(self.notifier.hooks, self.store, lead_ctx, status, why)
             return outcome
         finally:
             control.cancel()
             relay.cancel()
             notifying.cancel()
             self.notifier.close()
+            await hook_events.close_background(m.loop.env.hooks for m in self.members.values())
             await self.mcp.close()
             await self.guarding.final_scan()
             self.spawning.torn_down = True  # before the mailbox closes: see Spawning.report

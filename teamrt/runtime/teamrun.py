@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 from teamrt import home
 from teamrt.agents import AgentDefinition, AgentScan, role_name, scan_definitions
 from teamrt.claudecode.memory import Memory, load_memory
+from teamrt.claudecode.plugins import load_plugins
 from teamrt.claudecode.settings import ClaudeSettings, load_claude_settings
+from teamrt.claudecode.skills import SkillSet, load_skills, shown
 from teamrt.errors import UserError
 from teamrt.mcp.config import McpConfig, mcp_config, mcp_notices
 from teamrt.models import Model, default_model, open_model
@@ -336,6 +338,8 @@ class Prepared:
     memory: Memory
     hooks: RunHooks
     mcp: McpConfig
+    skills: SkillSet | None = None
+    """The run's skills (``teamrt.claudecode.skills``); None: the supervisor reads them."""
 
     def supervisor(
         self,
@@ -363,7 +367,7 @@ class Prepared:
         return Supervisor(
             store=store, run_dir=run_dir, team=team, definitions=self.definitions, project=project,
             settings=settings, sim=sim, models=models, on_text=on_text, worktrees=worktrees,
-            claude=self.claude, memory=self.memory, hooks=self.hooks, mcp=self.mcp,
+            claude=self.claude, memory=self.memory, hooks=self.hooks, mcp=self.mcp, skills=self.skills,
         )  # fmt: skip
 
 
@@ -386,7 +390,8 @@ def prepare_run(
     claude, memory = read_claude_code(project, on_notice)
     hooks = load_hooks(project, on_notice)
     mcp = read_mcp(project, team, definitions, on_notice)
-    return Prepared(team, project, definitions, claude, memory, hooks, mcp)
+    skills = read_skills(project, definitions, on_notice)
+    return Prepared(team, project, definitions, claude, memory, hooks, mcp, skills)
 
 
 class NotResumable(UserError, ValueError):
@@ -467,13 +472,30 @@ def sweep(project: Path, on_notice: Notice | None, runs: Path) -> None:
 
 
 def read_claude_code(project: Path, on_notice: Notice | None) -> tuple[ClaudeSettings, Memory]:
-    """The project's Claude Code settings and memory, read once for the run, their warnings said;
-    raises ``SettingsError`` for a settings file that cannot be used."""
+    """The project's Claude Code settings and memory, read once for the run, their warnings said (no
+    settings file stops a run: what cannot be used is a warning)."""
     claude, memory = load_claude_settings(project), load_memory(project)
-    if on_notice is not None:
-        for line in (*claude.warnings, *memory.warnings):
+    if on_notice is not None:  # the plugins' lines are said here, once (their parts load in several places)
+        for line in (*claude.warnings, *memory.warnings, *load_plugins(project).warnings):
             on_notice(f"teamrt: warning: {line}")
     return claude, memory
+
+
+def read_skills(project: Path, definitions: dict[str, AgentDefinition], on_notice: Notice | None) -> SkillSet:
+    """The run's skills, read once (their bodies when used); what is left out said, and each skill an
+    agent file names in ``skills`` that the run does not have."""
+    skills = load_skills(project, load_plugins(project).skill_roots)
+    if on_notice is not None:
+        for line in skills.warnings:
+            on_notice(f"teamrt: warning: {line}")
+        for definition in definitions.values():
+            for name in definition.skills:
+                if name not in skills.skills:
+                    on_notice(shown(
+                        f"teamrt: warning: {definition.source}: skill {name!r} is not loaded (no such skill,"
+                        " or not trusted); the agent starts without it"
+                    ))  # fmt: skip
+    return skills
 
 
 def read_mcp(

@@ -8,7 +8,7 @@ Light to import: nothing here pulls in the ``anthropic`` SDK.
 from teamrt.tools.base import OnProcess, Tool, ToolContext, ToolError, ToolResult, tool_param
 from teamrt.tools.files.edit import Edit, Glob, Grep, MultiEdit, Read, Write
 from teamrt.tools.files.listing import LS
-from teamrt.tools.registry import builtin_tools
+from teamrt.tools.registry import builtin_tools, legacy_tools
 from teamrt.tools.shell.bash import Bash
 
 __all__ = [
@@ -26,5 +26,6 @@ __all__ = [
     "ToolResult",
     "Write",
     "builtin_tools",
+    "legacy_tools",
     "tool_param",
 ]

@@ -9,7 +9,8 @@ sources' rules are pooled, not layered (``Permissions``).
 
 Tool names match case-insensitively, old names and new (``read`` is
 ``Read``, ``Agent`` is ``Task``). ``Read`` rules cover Read, Glob, Grep and
-LS; ``Edit`` rules cover Edit, Write and MultiEdit; ``mcp__server`` and
+LS; ``Edit`` rules cover Edit and Write (``MultiEdit`` is Edit's older name: a ``MultiEdit(...)`` rule
+is an Edit rule, and a MultiEdit call is judged as an Edit); ``mcp__server`` and
 ``mcp__server__*`` cover every tool of that server; other names match
 exactly. ``Bash``, the file tools, ``Task`` (``Task(reviewer)``: that
 subagent_type) and ``WebFetch`` take a specifier; so do ``WebSearch``,
@@ -73,6 +74,11 @@ about when an ask rule has one, and never allowed by a rule with a specifier.
 Rules judge the command line, not the programs it names: a script or a Makefile
 runs whatever it holds, and the sandbox is what confines it.
 
+A ``Bash`` deny or ask rule from Claude Code's settings that is not one simple command
+(``Bash(time:*)``, ``Bash(curl:* | sh)``) carries a ``form`` and is matched as Claude Code reads it,
+over the command's text or by its parts (``teamrt.tools.textrules``); the settings reader makes those,
+and never an allow rule of that kind (``teamrt.claudecode.settings_rules``).
+
 File specifiers are gitignore patterns (``teamrt.tools.specifiers``). The
 call's ``file_path`` (or ``path``) is resolved against the workspace, with
 ``..`` and symlinks resolved, before it is matched; a read, glob or grep without
@@ -92,8 +98,8 @@ from pathlib import Path
 from typing import Any
 
 from teamrt.errors import UserError
-from teamrt.tools import bashguard
-from teamrt.tools.names import LATER, canonical
+from teamrt.tools import bashguard, textrules
+from teamrt.tools.names import EDITING, LATER, canonical
 from teamrt.tools.shell.programs import Reading, read
 from teamrt.tools.specifiers import command_patterns, path_pattern, spawn_limit
 from teamrt.tools.web.address import domain_name, host_of
@@ -142,12 +148,20 @@ _RULE = re.compile(r"(?P<tool>[^()]*)(?:\((?P<specifier>.*)\))?", re.DOTALL)
 _TOOL_NAME = re.compile(r"[A-Za-z_][\w-]*")
 _COVERED = {
     "read": frozenset({"read", "glob", "grep", "ls"}),
-    "edit": frozenset({"edit", "write", "multiedit"}),
+    "edit": frozenset(name.lower() for name in EDITING),
 }
-_FILE_TOOLS = frozenset({"read", "write", "edit", "multiedit", "glob", "grep", "ls"})
+_FILE_TOOLS = frozenset({"read", "write", "edit", "glob", "grep", "ls"})
 _EDIT_TOOLS = _COVERED["edit"]
-_UNCHECKED = frozenset({"websearch", *(name.lower() for name in LATER)})
-"""Tools whose specifiers teamrt keeps without checking them (with ``mcp__`` tools)."""
+_UNCHECKED = frozenset({"websearch", "skill", *(name.lower() for name in LATER)})
+"""Tools whose specifiers teamrt keeps without checking them (with ``mcp__`` tools). ``Skill(name)``
+is one: a deny or ask rule naming a skill covers every Skill call, an allow rule none (the Skill tool
+is read-only and needs no allow rule)."""
+MCP_SAMPLING = "mcpsampling"
+"""The folded name of ``McpSampling`` rules: ``McpSampling(server)`` decides the sampling requests of that MCP
+server (``teamrt.mcp.capabilities``), ``McpSampling`` every server's; no tool has that name. Without a rule a
+sampling request is asked about like a call that reaches off the machine (allowed in bypassPermissions,
+denied in dontAsk)."""
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SPAWN = "spawn"
 """The folded name of ``Spawn`` rules, which judge spawns by their forecast cost, never a tool call."""
 _DOMAIN = re.compile(r"(?:\*\.)?[^\s*/:@\[\]?#]+")
@@ -165,6 +179,10 @@ class Rule:
     """The rule as written."""
     origin: str = ""
     """Where the rule is written (a settings file), for reasons; "" for the team file."""
+    form: str = ""
+    """How a ``Bash`` deny or ask rule's specifier is read: "" as one simple command
+    (``teamrt.tools.specifiers``), ``parts`` or ``text`` when it is not one (``teamrt.tools.textrules``;
+    made by the Claude Code settings reader, never for an allow rule)."""
 
     @classmethod
     def parse(cls, text: str, origin: str = "") -> Rule:
@@ -198,10 +216,13 @@ class Rule:
                 spawn_limit(specifier)
             except ValueError as e:
                 raise RuleError(text, str(e)) from None
+        elif tool == MCP_SAMPLING:
+            if not _SERVER_NAME.fullmatch(specifier):
+                raise RuleError(text, "McpSampling takes the name of an MCP server: McpSampling(github)")
         elif tool not in _FILE_TOOLS and tool != "task" and not _unchecked(tool):
             raise RuleError(
                 text,
-                "only Bash, the file tools (Read, Edit, Write, MultiEdit, Glob, Grep, LS), Task, WebFetch,"
+                "only Bash, the file tools (Read, Edit, Write, Glob, Grep, LS), Task, WebFetch,"
                 " Spawn and Claude Code's tools teamrt lacks take a specifier",
             )
         return cls(tool, specifier, text, origin)
@@ -213,6 +234,8 @@ class Rule:
             return False
         if self.tool in _COVERED:
             return tool in _COVERED[self.tool]
+        if self.tool == _READ_RESOURCE:
+            return tool == self.tool or tool.endswith(_RESOURCE_READS)
         if self.tool.endswith("__*"):
             return tool.startswith(self.tool[:-1])
         if self.tool.startswith("mcp__") and "__" not in self.tool[5:]:
@@ -317,7 +340,7 @@ class Permissions:
     def decide(self, tool: str, input: Mapping[str, Any], *, read_only: bool, workspace: Path) -> Decision:
         """A deny rule from any source, else an ask rule, else an allow rule, else the mode decides; paths
         are under ``workspace``."""
-        name = folded(tool)
+        name = _resource_subject(folded(tool), input)
         reading = read(_command(input)) if name == "bash" else None
         decision = self.rules.decide(name, input, workspace, reading)
         if reading is not None and (decision is None or decision.verdict is Verdict.ALLOW):
@@ -396,10 +419,28 @@ def folded(tool: str) -> str:
     return (canonical(tool) or tool.strip()).lower()
 
 
+_READ_RESOURCE = "readmcpresourcetool"
+_RESOURCE_READS = "__(resources)"
+"""What a ``ReadMcpResourceTool`` call on server ``s`` is judged as: ``mcp__s__(resources)``, which
+``mcp__s`` and ``mcp__s__*`` rules cover (it sends the model's URI to that server) and a
+``ReadMcpResourceTool`` rule too; no MCP tool can have the name (``teamrt.mcp.tools.tool_name``)."""
+_SERVER = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _resource_subject(tool: str, input: Mapping[str, Any]) -> str:
+    """``tool`` (folded), or for a resource read the server's name it is judged as (``_RESOURCE_READS``)."""
+    server = input.get("server")
+    if tool != _READ_RESOURCE or not isinstance(server, str) or "__" in server:
+        return tool
+    if not _SERVER.fullmatch(server):
+        return tool
+    return f"mcp__{server.lower()}{_RESOURCE_READS}"
+
+
 def _outward(tool: str) -> bool:
     """Whether a tool (``folded``) reaches outside the machine, so that being read-only does not make it
     harmless: what it sends (a URL, a query) may carry what it read."""
-    return tool == "webfetch" or tool.startswith("mcp__")
+    return tool in ("webfetch", MCP_SAMPLING) or tool.startswith("mcp__")
 
 
 def _domain_specifier(text: str, specifier: str) -> str:
@@ -461,6 +502,8 @@ def _hits(
         return None
     if rule.specifier is None:
         return ""
+    if rule.form:
+        return "" if textrules.matches(rule.specifier, rule.form, _command(input), reading) else None
     if reading is None:
         about = _about(rule.specifier, tool, input, workspace)
         if about is None and tool == "webfetch":
@@ -542,6 +585,8 @@ def _about(specifier: str, tool: str, input: Mapping[str, Any], workspace: Path)
     if tool in _FILE_TOOLS:
         subject = _subject(tool, input, workspace)
         return subject is not None and _covers(specifier, subject, workspace)
+    if tool == MCP_SAMPLING:  # the server that asks to sample
+        return input.get("server") == specifier
     if tool == "task":  # the subagent it starts; none is Claude Code's general-purpose one
         kind = input.get("subagent_type") or "general-purpose"
         return isinstance(kind, str) and kind.strip().lower() == specifier.lower()

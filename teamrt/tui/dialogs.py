@@ -95,6 +95,15 @@ class NoteDialog(TextDialog):
         super().__init__(question, "what the agent should do instead", "note", blink=blink)
 
 
+class FormDialog(TextDialog):
+    """Asks for the values of an MCP server's form (an ``McpElicitation`` ask allowed with ``a``)."""
+
+    def __init__(self, agent: str, fields: str, *, blink: bool = True) -> None:
+        question = Text.assemble("Answer ", plain(agent, "bold"), "'s MCP server: ", plain(fields),
+                                 " (name=value; name=value, or JSON; enter sends, esc cancels)")  # fmt: skip
+        super().__init__(question, "name=value; name=value", "form", blink=blink)
+
+
 class FollowUpDialog(TextDialog):
     """Asks for the follow-up prompt of a run that ended (``c``)."""
 

@@ -26,17 +26,19 @@ from textual.message import Message
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from teamrt.mcp.capabilities import ELICITATION_ASK
 from teamrt.runs.query import CRASHED, PendingAsk, RunsError, unreadable
 from teamrt.runs.render import describe_call
 from teamrt.store import StoreError
 from teamrt.tui import actions, paging
 from teamrt.tui.agent_list import AgentList
-from teamrt.tui.dialogs import ConfirmDialog, FollowUpDialog, MessageDialog, NoteDialog
+from teamrt.tui.dialogs import ConfirmDialog, FollowUpDialog, FormDialog, MessageDialog, NoteDialog
 from teamrt.tui.diff_view import DiffView
 from teamrt.tui.look import ENDED, NARROW, plain
 from teamrt.tui.notifying import RunAlerts
 from teamrt.tui.screen import OpenRuns, TeamScreen, TuiOptions
 from teamrt.tui.state import RunFollower, RunState
+from teamrt.tui.statusline import StatusBar
 from teamrt.tui.widgets import AgentTitle, EventLog, MailView, TaskTable, Totals, Transcript, WorktreeView
 
 POLL_S = 0.05
@@ -124,6 +126,7 @@ class RunScreen(TeamScreen):
             with Vertical(id="side"):
                 yield TaskTable(id="tasks")
                 yield EventLog(id="events")
+        yield StatusBar(self.run_dir, clock=self.options.clock, id="statusline")  # the settings' statusLine
         yield Footer()
 
     def _tabs(self) -> ComposeResult:
@@ -179,6 +182,7 @@ class RunScreen(TeamScreen):
         self._show(message.state)
         self._offer()
         self._alerts.seen(self, message.state)
+        self.query_one(StatusBar).seen(message.state)
         self._consumed.set()
 
     def resized(self) -> None:
@@ -374,6 +378,16 @@ class RunScreen(TeamScreen):
 
             call = describe_call(ask.tool, ask.input)
             self.app.push_screen(NoteDialog(ask.agent, call, blink=self.options.blink), deny)
+            return
+        fields = ask.input.get("fields") if ask.tool == ELICITATION_ASK else None
+        if allow and isinstance(fields, dict) and fields:  # an MCP server's form: allowing it answers it
+
+            def accept(values: str | None) -> None:
+                if values:
+                    self._send_answer(ask, True, note=values)
+
+            shown = ", ".join(str(name) for name in fields)
+            self.app.push_screen(FormDialog(ask.agent, shown, blink=self.options.blink), accept)
             return
         self._send_answer(ask, allow, always=always)
 

@@ -20,7 +20,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from teamrt.mcp.capabilities import PROGRESS as MCP_PROGRESS
 from teamrt.runs.burndown import BurnDown, burn_down
 from teamrt.runs.identity import role_text
 from teamrt.runs.query import (
@@ -115,6 +117,7 @@ class RunFollower:
         self._detail = DetailReader(run_dir)
         self._asked: dict[str, EventRecord] = {}  # asks not answered yet, by id
         self._asking: set[str] = set()  # the agents with an ask waiting, as their rows show
+        self._progress: dict[str, dict[str, Any]] = {}  # each agent's latest MCP progress (mcp.progress)
         self._stream_size = 0
         self._records: dict[str, AgentRecord] = {}
         self._calls: dict[str, list[ToolCallRecord]] = {}  # each agent's calls not finished
@@ -186,6 +189,10 @@ class RunFollower:
             if event.kind == SANDBOX_EVENT:  # recorded as the run starts, and as it is resumed
                 self._unconfined = unconfined_run(event.data)
         kinds = {e.kind.split(".")[0] for e in new}
+        for event in new:
+            if event.kind == MCP_PROGRESS and event.agent:
+                self._progress[event.agent] = event.data
+                moved.add(event.agent)
         self._note_asks(e for e in new if e.kind in (ASK, ANSWERED))
         # an agent whose ask waits shows it; a crashed run's asks wait for nothing (its resume asks again)
         asking = {e.agent or "" for e in self._asked.values()} if status == "running" else set()
@@ -268,7 +275,13 @@ class RunFollower:
             model=a.model,
             status=CRASHED if crashed else a.status,
             # of a crashed one: when it crashed
-            activity=activity(a, self._last_role.get(a.name), calls, asking=a.name in self._asking),
+            activity=activity(
+                a,
+                self._last_role.get(a.name),
+                calls,
+                asking=a.name in self._asking,
+                progress=self._progress.get(a.name),
+            ),
             turns=self._turns.get(a.name, 0),
             tokens=u.total_tokens,
             cache_share=u.cache_read_tokens / prompt if prompt else 0.0,

@@ -19,6 +19,7 @@ from pathlib import Path
 from teamrt.sandbox.bwrap import default_sandbox
 from teamrt.sandbox.policy import SandboxPolicy
 from teamrt.store import Store
+from teamrt.tools.names import EDITING
 from teamrt.worktree import checkout as co
 from teamrt.worktree.checkout import Checkout
 from teamrt.worktree.git import GitRepo
@@ -27,9 +28,9 @@ from teamrt.worktree.overlap import Overlaps
 from teamrt.worktree.queue import MergeQueue
 
 MAX_ATTEMPTS = 3
-FILE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "Bash"})
+FILE_TOOLS = frozenset({*EDITING, "Bash"})
 """The tools after which an agent's changed files are compared with the others' (by the names the model
-sees; the loop reports a call to an older name by the tool it dispatches to)."""
+sees; the loop reports a call to an older name by the tool it dispatches to: MultiEdit's as Edit's)."""
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ def test_tools_teamrt_lacks_are_warned_about_never_dropped_silently() -> None:
 
 
 def test_a_definition_left_with_no_tool_says_so() -> None:
-    definition = parse(agent_file("a", tools="NotebookEdit, Skill"))
+    definition = parse(agent_file("a", tools="NotebookEdit, KillShell"))
     assert definition.tools == ()
     assert problems(definition)[-1] == "none of the tools it names is available: it has only the team tools"
 
@@ -247,10 +247,9 @@ def test_bom_is_tolerated(tmp_path: Path) -> None:
 
 
 def test_unknown_fields_warn_claude_codes_unused_ones_say_so_and_color_is_silent() -> None:
-    text = agent_file("a", color="cyan", skills="[one, two]", hooks="{}", flavour="mint", effort="high")
+    text = agent_file("a", color="cyan", hooks="{}", flavour="mint", effort="high")
     definition = parse_definition(text, "agents/a.md")
     assert definition.warnings == (
-        "agents/a.md: Claude Code's field 'skills' is not used by teamrt",
         "agents/a.md: Claude Code's field 'hooks' is not used by teamrt",
         "agents/a.md: unknown field 'flavour' ignored",
     )
@@ -326,24 +325,14 @@ def test_claude_code_names_load_and_get_a_role_name(name: str, role: str) -> Non
     assert is_name(role), "a role name is a mailbox name"
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(
-    "name",
-    [
-        "Code Reviewer",
-        "../etc",
-        "a/b",
-        "a\\b",
-        "tab\there",
-        "...",
-        "___",
-        "x" * 65,
-        "bell\x07",
-        "rtl\u202eoverride",
-    ],
+    "name", ["tab\there", "bell\x07", "rtl\u202eoverride", "line\u2028break", "esc\x1b[31m", "x" * 129]
 )
-def test_names_that_cannot_be_a_role_are_refused(name: str, tmp_path: Path) -> None:
+def test_names_that_cannot_be_shown_on_one_line_are_refused(name: str, tmp_path: Path) -> None:
     line = skipped(f"---\nname: {json.dumps(name)}\ndescription: d\n---\nGo.\n", tmp_path)
-    assert "field 'name' must be 1-64 characters with a letter or digit" in line
+    assert "field 'name' must be 1-128 printable characters on one line" in line
+    assert "\x1b" not in line and "\u202e" not in line and "\u2028" not in line
 
 
 # -- broken files ----------------------------------------------------------------------

@@ -23,19 +23,17 @@ import pytest
 
 from teamrt.agents import load_definitions
 from teamrt.claudecode import trust
+from teamrt.claudecode.hook_answers import TEXT_CHARS, combine, interpret
 from teamrt.claudecode.hooks import (
     KEPT_BYTES,
     MAX_TIMEOUT,
-    TEXT_CHARS,
     Hook,
     Ran,
-    combine,
-    interpret,
     parse_hooks,
     run_hook,
 )
 from teamrt.claudecode.paths import CONFIG_DIR_ENV
-from teamrt.claudecode.settings import SettingsError, SettingsFile, read_settings_files
+from teamrt.claudecode.settings import SettingsFile, read_settings_files
 from teamrt.cli import main
 from teamrt.models import ModelRequest, Reply, ScriptedModel
 from teamrt.runs import follow as logs
@@ -108,7 +106,7 @@ def test_a_settings_file_of_hooks_reads_as_claude_code_writes_it() -> None:
         ("*", "Grep", True),
         ("Bash", "Bash", True),
         ("Bash", "BashOutput", False),  # a plain name is the whole name, not a search
-        ("Edit|Write", "MultiEdit", False),
+        ("Edit|Write", "MultiEdit", True),  # MultiEdit: Edit's older name
         ("Edit|Write", "Write", True),
         ("bash", "Bash", True),  # teamrt's older and any-case names of a tool count too
         ("Agent", "Task", True),  # Claude Code's newer name of Task
@@ -128,7 +126,8 @@ def test_a_matcher_selects_tools_by_claude_codes_rule(matcher: str, tool: str, r
 def test_what_cannot_be_used_is_left_out_with_a_line_naming_the_file_and_place() -> None:
     data = {
         "hooks": {
-            "PreCompact": [{"hooks": [command("x")]}],
+            "TaskCreated": [{"hooks": [command("x")]}],
+            "Setup": [{"matcher": "init", "hooks": [command("npm install")]}],
             "PreToolUse": [
                 {"matcher": ["Bash", "Write"], "hooks": [command("list-matcher")]},
                 {"matcher": "Bash(", "hooks": [command("bad-regex")]},
@@ -142,6 +141,8 @@ def test_what_cannot_be_used_is_left_out_with_a_line_naming_the_file_and_place()
                         command("later", **{"if": "Bash(rm *)"}),
                         command("odd", colour="red"),
                         "echo not an object",
+                        command("millis", timeout=30000),
+                        command("background", **{"async": "yes"}),
                     ],
                 },
             ],
@@ -151,21 +152,29 @@ def test_what_cannot_be_used_is_left_out_with_a_line_naming_the_file_and_place()
     found = parse_hooks([settings("local", data, "settings.local.json")])
     problems = "\n".join(found.problems)
     assert all(line.startswith("/local/settings.local.json: hooks.") for line in found.problems)
-    assert "teamrt does not run PreCompact hooks" in problems
+    assert "teamrt does not run TaskCreated hooks" in problems
+    assert "hooks.Setup: Setup hooks run with `teamrt init` (trigger init" in problems
     assert "hooks.PreToolUse[0]: matcher must be a string" in problems
     assert "hooks.PreToolUse[1]: matcher 'Bash(' is not a regular expression" in problems
     assert "hooks.PreToolUse[2]: must be an object with a list 'hooks'" in problems
     assert "hooks.PreToolUse[3].hooks[0]: type 'prompt' is not run by teamrt" in problems
     assert "hooks.PreToolUse[3].hooks[1]: command must be a non-empty string" in problems
-    assert f"hooks[2]: timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}" in problems
+    assert "hooks[2]: timeout must be a number of seconds above 0; it gets 60" in problems
+    assert (
+        "hooks.PreToolUse[3].hooks[6]: timeout 30000 is seconds, as Claude Code reads it (8.3 h);"
+        f" teamrt waits at most {MAX_TIMEOUT:g} s; if milliseconds were meant, write 30"
+    ) in problems
+    assert "hooks.PreToolUse[3].hooks[7]: async must be true or false; the hook is waited for" in problems
     assert "hooks.PreToolUse[3].hooks[3]: 'if' is not used by teamrt" in problems
     assert "hooks.PreToolUse[3].hooks[4]: unknown field 'colour' ignored" in problems
     assert "hooks.PreToolUse[3].hooks[5]: must be an object" in problems
     assert "hooks.Stop: must be a list" in problems
     # what could be used still runs: a guard with a bad timeout gets the default, one with 'if' runs always
-    assert [(h.command, h.timeout) for h in found.matching("PreToolUse", "Bash")] == [
-        ("slow", 60.0), ("later", 60.0), ("odd", 60.0),
+    assert [(h.command, h.timeout, h.background) for h in found.matching("PreToolUse", "Bash")] == [
+        ("slow", 60.0, False), ("later", 60.0, False), ("odd", 60.0, False), ("millis", MAX_TIMEOUT, False),
+        ("background", 60.0, False),
     ]  # fmt: skip
+    assert len(found.problems) == 14, "each problem named once"
     assert parse_hooks([settings("project", {"hooks": ["x"]})]).problems == (
         "/project/settings.json: hooks must be an object of events; its hooks are left out",
     )
@@ -594,11 +603,10 @@ def test_attack_a_settings_file_that_links_outside_the_repository_is_refused(
     elsewhere.write_text(json.dumps(hooks_of("SessionStart", (None, [command("touch pwned")]))))
     (project.root / ".claude").mkdir()
     (project.root / ".claude" / "settings.json").symlink_to(elsewhere)
-    with pytest.raises(SettingsError, match="outside the project"):
-        load_hooks(project.root)
+    assert load_hooks(project.root).hooks.hooks == (), "a file left out has no hooks (the run names it)"
     assert main(["trust"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "outside the project" in err
+    assert err.count("\n") == 2 and "outside the project" in err and "nothing trusted" in err
     assert trust.trusted_projects() == {}
 
 

@@ -24,7 +24,6 @@ from teamrt.claudecode.paths import claude_home
 from teamrt.claudecode.reading import DuplicateKey, loads_json
 from teamrt.claudecode.settings import (
     REPOSITORY_ENV,
-    SettingsError,
     load_claude_settings,
     read_settings_files,
 )
@@ -438,8 +437,8 @@ def test_attack_trust_refuses_a_hidden_hook_with_a_duplicate_key_and_records_not
     assert trust_cli(scene, monkeypatch) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.count("\n") == 1, captured.err
-    assert ".claude/settings.json" in captured.err and 'duplicate key "hooks"' in captured.err
+    assert captured.err.count("\n") == 2 and "nothing trusted" in captured.err, captured.err
+    assert ".claude/settings.json" in captured.err and 'names "hooks" twice' in captured.err
     assert "\x1b" not in captured.err
     assert trust.trusted_projects() == {} and not trust.trust_path().exists()
 
@@ -502,17 +501,20 @@ def test_attack_trust_shows_mcp_servers_exactly_and_escaped(
 
 
 DUPLICATES = {
-    "top level": '{"env": {"CI": "1"}, "env": {"CI": "2"}}',
-    "in permissions": '{"permissions": {"allow": ["Read"], "allow": ["Bash"]}}',
-    "in env": '{"env": {"CI": "1", "CI": "2"}}',
-    "in a hook": '{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "a", "command": "b"}]}]}}',
-    "escaped spelling": '{"env": {"CI": "1"}, "\\u0065nv": {"CI": "2"}}',
-}
+    "top level": ('{"env": {"CI": "1"}, "env": {"CI": "2"}}', "env"),
+    "in permissions": ('{"permissions": {"deny": ["Read"], "deny": ["Bash"]}}', "deny"),
+    "in env": ('{"env": {"CI": "1", "CI": "2"}}', "CI"),
+    "in a hook": ('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "a", "command": "b"}]}]}}',
+                  "command"),
+    "escaped spelling": ('{"env": {"CI": "1"}, "\\u0065nv": {"CI": "2"}}', "env"),
+}  # fmt: skip
+"""A settings file naming a key twice, and the key: Claude Code keeps the last value; so does teamrt,
+naming the key, so that what runs is what ``teamrt trust`` shows (both read the same parsed object)."""
 
 
 @pytest.mark.parametrize("where", DUPLICATES)
 @pytest.mark.parametrize("kind", ["user", "project", "local"])
-def test_attack_a_duplicate_key_in_any_settings_file_is_refused_in_one_line(
+def test_attack_a_duplicate_key_in_any_settings_file_keeps_the_last_value_and_is_named_once(
     scene: Scene, kind: str, where: str
 ) -> None:
     path = {
@@ -520,11 +522,15 @@ def test_attack_a_duplicate_key_in_any_settings_file_is_refused_in_one_line(
         "project": scene.project / ".claude" / "settings.json",
         "local": scene.project / ".claude" / "settings.local.json",
     }[kind]
-    write_json(path, DUPLICATES[where])
-    with pytest.raises(SettingsError) as caught:
-        load_claude_settings(scene.project)
-    message = str(caught.value)
-    assert "\n" not in message and str(path) in message and "duplicate key" in message
+    text, key = DUPLICATES[where]
+    write_json(path, text)
+    settings = load_claude_settings(scene.project)
+    named = [line for line in settings.warnings if "named twice" in line]
+    assert len(named) == 1 and f'key "{key}" is named twice in one object: the last value counts' in named[0]
+    [file] = read_settings_files(scene.project)
+    assert file.data == json.loads(text), "the last value, as Python's (and Claude Code's) reader keeps it"
+    if where == "in permissions":
+        assert [r.text for r in settings.rules.deny] == ["Bash"]
 
 
 @pytest.mark.parametrize(
@@ -553,19 +559,6 @@ def test_the_shared_reader_refuses_duplicates_at_any_depth_and_keeps_the_rest() 
     with pytest.raises(DuplicateKey) as caught:
         loads_json('{"a": [{"b": 1, "c": {"d\\u001b": 2, "d\\u001b": 3}}]}')
     assert caught.value.key == "d\x1b" and "\x1b" not in str(caught.value)
-
-
-def test_a_duplicate_key_stops_teamrt_run_in_one_line(tmp_path: Path) -> None:
-    project = tmp_path / "p"
-    write_json(project / ".claude" / "settings.json", '{"hooks": {}, "hooks": {}}')
-    result = subprocess.run(
-        [sys.executable, "-m", "teamrt", "run", "--prompt", "x", "--model", "sim"],
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TEAMRT_HOME": str(project / ".teamrt"),
-             "TEAMRT_SETTINGS": str(tmp_path / "none.toml"), "CLAUDE_CONFIG_DIR": str(tmp_path / "c")},
-        cwd=project, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.count("\n") == 1 and 'duplicate key "hooks"' in result.stderr
 
 
 def test_trust_lists_the_state_of_allow_rules(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:

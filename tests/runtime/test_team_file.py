@@ -91,6 +91,7 @@ def test_documented_example_round_trip(tmp_path: Path) -> None:
         mcp_servers={"tracker": {"command": "tracker-mcp", "args": ["--repo", "."]}},
         mcp_env=("GITHUB_TOKEN",),
         mcp_private_hosts=("localhost:3000",),
+        mcp_fetch_packages=("@modelcontextprotocol/server-everything",),
     )
     assert list(team.roles) == ["researcher", "critic"]
     Permissions(team.roles["critic"].permission_mode or "default", allow=team.allow, deny=team.deny)

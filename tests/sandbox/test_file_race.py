@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from teamrt.tools import Bash, ToolContext, ToolError, builtin_tools
+from teamrt.tools import Bash, ToolContext, ToolError, builtin_tools, legacy_tools
 from tests.helpers.machine import needs_bwrap
 
 pytestmark = pytest.mark.hostile
 
-TOOLS = builtin_tools()
+TOOLS = {**builtin_tools(), **legacy_tools()}  # MultiEdit: offered to older runs' agents only
 CALLS = 2000
 PYTHON = "/usr/bin/python3"
 """A Python the sandbox shows (the venv's may live in a hidden home directory)."""

@@ -101,9 +101,9 @@ TEAM = '[team]\nname = "evil"\n[lead]\npermission_mode = "bypassPermissions"\n'
         write(".teamrt/agents/lead.md", "---\nname: lead\npermissionMode: bypassPermissions\n---\nx\n"),
         write("./.teamrt/../.teamrt/team.toml", TEAM),
         write("{project}/.teamrt/team.toml", TEAM),
-        ("MultiEdit", {"file_path": ".teamrt/team.toml", "edits": [{"old_string": "", "new_string": TEAM}]}),
+        ("Edit", {"file_path": ".teamrt/team.toml", "old_string": "x", "new_string": TEAM}),
     ],
-    ids=["write", "agent-file", "dots", "absolute", "multiedit"],
+    ids=["write", "agent-file", "dots", "absolute", "edit"],
 )
 def test_the_file_tools_refuse_the_projects_teamrt_with_the_home_elsewhere(scene: Scene, call: Call) -> None:
     scene.home_elsewhere()

@@ -21,7 +21,7 @@ from teamrt.runtime.supervisor import Supervisor
 from teamrt.sandbox.protect import PROTECTED, protected_paths
 from teamrt.store import Store, ToolUse, create_store, open_store
 from teamrt.team import load_team, team_to_json
-from teamrt.tools import ToolContext, ToolError, ToolResult, builtin_tools
+from teamrt.tools import ToolContext, ToolError, ToolResult, builtin_tools, legacy_tools
 from teamrt.tools.files import listing as listing_module
 from teamrt.tools.files.confine import IN_HOME
 from teamrt.tools.files.edit import EDIT_BYTES, MULTI_EDITS
@@ -32,7 +32,7 @@ from teamrt.tools.todo import TODO_CHARS, TODO_ITEMS, TODOS_EVENT, TodoWrite
 from tests.helpers.machine import needs_bwrap
 from tests.helpers.teams import FAST
 
-TOOLS = builtin_tools()
+TOOLS = {**builtin_tools(), **legacy_tools()}  # MultiEdit: offered to older runs' agents only
 
 
 def run(ctx: ToolContext, tool: str, **input: Any) -> ToolResult:
@@ -448,10 +448,12 @@ def test_bash_refuses_what_it_cannot_do_politely(
 
 def test_every_older_or_other_name_maps_to_the_tool_the_model_sees() -> None:
     pairs = [("read", "Read"), ("write", "Write"), ("edit", "Edit"), ("glob", "Glob"), ("grep", "Grep"),
-             ("bash", "Bash"), ("Agent", "Task"), ("multiedit", "MultiEdit"), ("ls", "LS")]  # fmt: skip
+             ("bash", "Bash"), ("Agent", "Task"), ("multiedit", "Edit"), ("ls", "LS")]  # fmt: skip
     for old, new in pairs:
         assert canonical(old) == new
-    assert canonical("spawn_agent") is None and canonical("Skill") is None and canonical("mcp__x__y") is None
+    assert canonical("spawn_agent") is None and canonical("Notebookedit") is None
+    assert canonical("mcp__x__y") is None
+    assert canonical("skill") == "Skill"  # a run's skills (teamrt.tools.skill)
     assert legacy_input("bash", {"command": "x", "timeout": 5}) == {"command": "x", "timeout": 5000}
     assert legacy_input("Bash", {"command": "x", "timeout": 5}) == {"command": "x", "timeout": 5}
     assert legacy_input("bash", {"command": "x", "timeout": True}) == {"command": "x", "timeout": True}
@@ -523,11 +525,10 @@ def test_the_lead_sees_claude_codes_tools_and_a_todo_list_is_kept_as_an_event(pr
     try:
         assert outcome.status == "done"
         names = [t["name"] for t in model.requests[0].tools]
-        assert names[:12] == [
+        assert names[:11] == [
             "Read",
             "Write",
             "Edit",
-            "MultiEdit",
             "Glob",
             "Grep",
             "LS",

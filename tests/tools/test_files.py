@@ -685,7 +685,7 @@ def _children_named(*names: str) -> list[str]:
 
 def test_builtin_tools_have_the_model_facing_names_and_flags() -> None:
     assert list(TOOLS) == [
-        "Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "LS", "Bash", "WebFetch", "WebSearch"
+        "Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash", "WebFetch", "WebSearch"
     ]  # fmt: skip
     read_only = {name for name, tool in TOOLS.items() if tool.read_only}
     assert read_only == {"Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch"}

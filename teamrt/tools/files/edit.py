@@ -1,5 +1,6 @@
 """The file tools ``Read``, ``Write``, ``Edit`` and ``MultiEdit``; ``Glob``, ``Grep`` and ``LS`` come from
-their own modules.
+their own modules. ``MultiEdit`` is offered only to agents of older runs that called it
+(``teamrt.tools.registry.legacy_tools``): Claude Code 2.1 has none.
 
 Every path goes through ``FileRoots.resolve``: walked name by name from the
 root that holds it (``beneath``), symlinks followed by hand within the roots,
@@ -118,7 +119,7 @@ class Write:
     name = "Write"
     description = (
         "Write a file in the workspace, replacing it whole if it exists; missing parent directories are"
-        " created. Prefer Edit or MultiEdit to change part of an existing file."
+        " created. Prefer Edit to change part of an existing file."
     )
     input_schema = object_schema(
         {
@@ -174,6 +175,11 @@ class Edit:
     read_only = False
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if "edits" in input and "old_string" not in input:  # MultiEdit's input, under Edit's name
+            raise ToolError(
+                "Edit: takes one old_string and new_string, not a list of edits (MultiEdit's input); make"
+                " one Edit call per change"
+            )
         file_path = toolargs.path(input, "Edit")
         old = toolargs.text(input, "Edit", "old_string")
         new = toolargs.text(input, "Edit", "new_string")

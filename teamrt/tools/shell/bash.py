@@ -59,6 +59,31 @@ MEMORY_EVERY = 4
 process's ``smaps_rollup``, which costs more than a count)."""
 _CHUNK = 65_536
 
+
+@dataclass(frozen=True)
+class BashLimits:
+    """A run's limits for Bash commands: Claude Code's ``BASH_DEFAULT_TIMEOUT_MS``,
+    ``BASH_MAX_TIMEOUT_MS`` and ``BASH_MAX_OUTPUT_LENGTH`` when its settings set them
+    (``teamrt.claudecode.envknobs``), else these defaults. Seconds and characters."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    max_timeout: float = MAX_TIMEOUT
+    output_chars: int = OUTPUT_CHARS
+
+
+def _description(limits: BashLimits) -> str:
+    return DESCRIPTION.replace(f"Output over {OUTPUT_CHARS:,}", f"Output over {limits.output_chars:,}")
+
+
+def _schema(limits: BashLimits) -> dict[str, Any]:
+    timeout = {
+        "type": "number",
+        "description": f"Milliseconds before the command is killed (default {limits.timeout * 1000:g},"
+        f" at most {limits.max_timeout * 1000:g}).",
+    }
+    return {**SCHEMA, "properties": {**SCHEMA["properties"], "timeout": timeout}}
+
+
 DESCRIPTION = (
     "Run a shell command with /bin/bash in the workspace and get its output (stdout and stderr together)"
     " and its exit code when that is not 0. Each call starts a fresh shell in the workspace directory:"
@@ -101,21 +126,25 @@ class Bash:
     input_schema = SCHEMA
     read_only = False
 
-    def __init__(self, sandbox: Sandbox | None = None) -> None:
+    def __init__(self, sandbox: Sandbox | None = None, limits: BashLimits | None = None) -> None:
         self.sandbox = sandbox
+        self.limits = limits or BashLimits()
+        if limits is not None:  # the model is told the run's limits
+            self.description = _description(self.limits)
+            self.input_schema = _schema(self.limits)
 
     async def run(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = input.get("command")
         if not isinstance(command, str) or not command.strip():
             raise ToolError("Bash: command must be a non-empty string")
-        timeout = _timeout(input.get("timeout", DEFAULT_TIMEOUT * 1000))
+        timeout = _timeout(input.get("timeout", self.limits.timeout * 1000), self.limits.max_timeout)
         if not isinstance(input.get("description", ""), str):
             raise ToolError("Bash: description must be a string")
         if toolargs.flag(input, "Bash", "run_in_background"):
             raise ToolError(
                 "Bash: run_in_background is not supported: each command ends with its call, and what it"
                 " leaves running is stopped; run it in the foreground with a timeout of up to"
-                f" {MAX_TIMEOUT * 1000:g} ms"
+                f" {self.limits.max_timeout * 1000:g} ms"
             )
         escape = git_escape(command, ctx.workspace)
         if escape is not None:
@@ -127,7 +156,9 @@ class Bash:
         missing = absent(ctx.confinement) if ctx.guard is None else []
         try:
             confined = sandbox.command(command, ctx.confinement)
-            done = await run_in_group(confined, ctx.workspace, timeout, ctx.on_process)
+            done = await run_in_group(
+                confined, ctx.workspace, timeout, ctx.on_process, output_chars=self.limits.output_chars
+            )
         finally:  # a cancelled command was stopped: what it made is moved out all the same
             refused = await asyncio.shield(_protected_after(ctx, missing))
         text = done.output or "(no output)"
@@ -154,12 +185,11 @@ async def _protected_after(ctx: ToolContext, missing: list[Path]) -> str | None:
     return f"[refused: the command created {shown}; {why}]"
 
 
-def _timeout(value: Any) -> float:
-    """The command's time limit in seconds, from the model's ``timeout`` in milliseconds."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT * 1000:
-        raise ToolError(
-            f"Bash: timeout must be a number of milliseconds above 0 and at most {MAX_TIMEOUT * 1000:g}"
-        )
+def _timeout(value: Any, most: float = MAX_TIMEOUT) -> float:
+    """The command's time limit in seconds, from the model's ``timeout`` in milliseconds (at most
+    ``most`` seconds)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= most * 1000:
+        raise ToolError(f"Bash: timeout must be a number of milliseconds above 0 and at most {most * 1000:g}")
     return float(value) / 1000
 
 
@@ -203,15 +233,21 @@ class Finished:
 
 
 async def run_in_group(
-    command: Command, cwd: Path, timeout: float, on_process: OnProcess | None = None
+    command: Command,
+    cwd: Path,
+    timeout: float,
+    on_process: OnProcess | None = None,
+    *,
+    output_chars: int = OUTPUT_CHARS,
 ) -> Finished:
-    """Run ``command`` in a new session with stdin from /dev/null; its output is capped.
+    """Run ``command`` in a new session with stdin from /dev/null; its output is capped at
+    ``output_chars`` characters (its beginning and its end kept).
 
     The group is killed on timeout, when the command has more processes than
     it may, on cancellation (then CancelledError is re-raised) and, for what
     the command left behind, when it ends.
     """
-    output = _Output(OUTPUT_CHARS)
+    output = _Output(output_chars)
     read_fd, write_fd = os.pipe()
     reader = asyncio.StreamReader()
     transport, _ = await asyncio.get_running_loop().connect_read_pipe(
