@@ -538,7 +538,10 @@ def test_mcp_tool_timeout_in_the_settings_env_times_calls_of_servers_whose_entry
 
     monkeypatch.setenv("MCP_TOOL_TIMEOUT", "5000")  # the settings' value wins, as Claude Code sets its env
     write(user / "settings.json", {"env": {"MCP_TOOL_TIMEOUT": "90000"}})
-    servers: dict[str, dict[str, Any]] = {"plain": {"command": "srv"}, "own": {"command": "srv", "timeout": 7}}
+    servers: dict[str, dict[str, Any]] = {
+        "plain": {"command": "srv"},
+        "own": {"command": "srv", "timeout": 7},
+    }
     lead = Role("lead", "lead", None, None, None, None, None)
     team = Team(path=project / "team.toml", name="t", model="", lead=lead, mcp_servers=servers)
     config = mcp_config(project, team, {})
