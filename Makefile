@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(NPM_STAMP): $(NODE_PACKAGES)/package.json $(NODE_PACKAGES)/package-lock.json
-	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make: node and npm are needed for the MCP conformance test (tests/test_mcp_everything.py): install Node.js 20 or later" >&2; exit 1; }
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make: node and npm are needed for the MCP conformance test (tests/test_mcp_everything.py): install Node.js 18 or newer" >&2; exit 1; }
 	mkdir -p $(NPM_DIR)
 	cp $(NODE_PACKAGES)/package.json $(NODE_PACKAGES)/package-lock.json $(NPM_DIR)/
 	npm ci --prefix $(NPM_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error

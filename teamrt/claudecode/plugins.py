@@ -38,7 +38,7 @@ from typing import Any
 
 from teamrt.claudecode.paths import claude_home
 from teamrt.claudecode.plugin_parts import PluginHooks, PluginParts, PluginUnreadable, inventory, read_parts
-from teamrt.claudecode.reading import loads_json, read_head
+from teamrt.claudecode.reading import read_json_object
 from teamrt.claudecode.skills import SkillRoot
 from teamrt.terminal import clean_line
 
@@ -248,26 +248,14 @@ def _extra_marketplaces(files: Sequence[Any]) -> dict[str, str]:
 def _registry(home: Path, warnings: list[str]) -> dict[str, Any]:
     """The registry's ``plugins`` object ({} when there is none or it cannot be read: one warning)."""
     path = home / REGISTRY
-    try:
-        head = read_head(path, MAX_REGISTRY_BYTES + 1)
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        warnings.append(f"{path}: not read: {e.strerror or e}")
-        return {}
-    if head is None or len(head[0]) > MAX_REGISTRY_BYTES:
-        warnings.append(f"{path}: not a regular file of at most {MAX_REGISTRY_BYTES >> 20} MiB; not read")
-        return {}
-    try:
-        data = loads_json(head[0].decode("utf-8-sig"))
-    except (UnicodeDecodeError, RecursionError, ValueError) as e:
-        warnings.append(f"{path}: not valid JSON ({str(e)[:80]}); not read")
-        return {}
-    plugins = data.get("plugins") if isinstance(data, dict) else None
-    if not isinstance(plugins, dict):
+    found: list[str] = []
+    data = read_json_object(path, MAX_REGISTRY_BYTES, found)
+    warnings += found
+    plugins = data.get("plugins")
+    if data and not isinstance(plugins, dict):
         warnings.append(f"{path}: no 'plugins' object; not read")
         return {}
-    return plugins
+    return plugins or {}
 
 
 def _install_path(registry: Mapping[str, Any], plugin: str, project: Path) -> Path | None:

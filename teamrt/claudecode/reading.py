@@ -157,3 +157,36 @@ def read_up_to(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def read_json_object(
+    path: Path, limit: int, problems: list[str], *, within: Path | None = None
+) -> dict[str, Any]:
+    """The JSON object in ``path`` ({} when there is none); a file that cannot be used (a link out of
+    ``within``, over ``limit`` bytes, not a regular file, not JSON, a key named twice, not an object) is
+    one problem line and {}. For the JSON files Claude Code's set-ups hold beside their settings
+    (``.mcp.json``, ``~/.claude.json``, a plugin's registry)."""
+    try:
+        if within is not None and os.path.lexists(path):
+            real = Path(os.path.realpath(path))
+            if not real.is_relative_to(os.path.realpath(within)):
+                problems.append(f"{path}: a link to {real}, outside the project; not read")
+                return {}
+        head = read_head(path, limit + 1)
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        problems.append(f"{path}: {e.strerror or e}; not read")
+        return {}
+    if head is None or len(head[0]) > limit:
+        problems.append(f"{path}: not a regular file of at most {limit >> 20} MiB; not read")
+        return {}
+    try:
+        data = loads_json(head[0].decode("utf-8-sig"))  # a key named twice is refused
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
+        problems.append(f"{path}: not valid JSON ({str(e)[:80]}); not read")
+        return {}
+    if not isinstance(data, dict):
+        problems.append(f"{path}: must hold a JSON object; not read")
+        return {}
+    return data

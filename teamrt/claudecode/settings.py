@@ -57,6 +57,7 @@ from teamrt.claudecode.settings_read import (
     SettingsFile,
     SettingsRead,
     git_tracks,
+    kind_of,
     read_settings,
     read_settings_files,
 )
@@ -242,26 +243,11 @@ def _allow_trusted(project: Path, files: Sequence[SettingsFile], warnings: list[
         return False
 
 
-def _kind(value: Any) -> str:
-    """A JSON value's kind in words."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number"
-
-
 def _permissions(file: SettingsFile, shown: str, warnings: list[str]) -> dict[str, Any]:
     value = file.data.get("permissions", {})
     if isinstance(value, dict):
         return value
-    warnings.append(f"{shown}: 'permissions' is {_kind(value)}, not an object: left out ({NOT_IN_FORCE})")
+    warnings.append(f"{shown}: 'permissions' is {kind_of(value)}, not an object: left out ({NOT_IN_FORCE})")
     return {}
 
 
@@ -273,10 +259,10 @@ def _texts(permissions: dict[str, Any], kind: str, shown: str, warnings: list[st
         warnings.append(f"{shown}: 'permissions.{kind}' is a string, not a list: read as one rule")
         return [value]
     if not isinstance(value, list):
-        warnings.append(f"{shown}: 'permissions.{kind}' is {_kind(value)}, not a list of rules: left out")
+        warnings.append(f"{shown}: 'permissions.{kind}' is {kind_of(value)}, not a list of rules: left out")
         return []
     texts = [item for item in value if isinstance(item, str)]
-    others = [_kind(item) for item in value if not isinstance(item, str)]
+    others = [kind_of(item) for item in value if not isinstance(item, str)]
     if others:
         warnings.append(
             f"{shown}: 'permissions.{kind}' holds {len(others)} item{'s' if len(others) > 1 else ''} that"
@@ -300,14 +286,14 @@ def _env(file: SettingsFile, shown: str, warnings: list[str]) -> dict[str, str]:
     """The file's ``env`` entries that are a variable's name and a value; one line naming the others."""
     value = file.data.get("env", {})
     if not isinstance(value, dict):
-        warnings.append(f"{shown}: 'env' is {_kind(value)}, not an object: left out")
+        warnings.append(f"{shown}: 'env' is {kind_of(value)}, not an object: left out")
         return {}
     env, bad = {}, []
     for name, item in value.items():
         if not name or "=" in name or "\0" in name:
             bad.append(f"{json.dumps(name)[:60]} (not a variable name)")
         elif isinstance(item, bool) or not isinstance(item, str | int | float):
-            bad.append(f"{_shown_name(name)} ({_kind(item)}, not a string)")
+            bad.append(f"{_shown_name(name)} ({kind_of(item)}, not a string)")
         elif isinstance(item, str) and "\0" in item:
             bad.append(f"{_shown_name(name)} (holds a NUL character)")
         else:

@@ -171,7 +171,7 @@ def _read(
     except json.JSONDecodeError as e:
         raise _Unusable(f"not valid JSON (line {e.lineno} column {e.colno}: {e.msg})", text) from None
     if not isinstance(read.value, dict):
-        raise _Unusable(f"holds {_kind(read.value)}, not a JSON object", text)
+        raise _Unusable(f"holds {kind_of(read.value)}, not a JSON object", text)
     for key in read.duplicates:
         name = json.dumps(key, ensure_ascii=True)[:80]
         warnings.append(
@@ -184,7 +184,10 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """A JSON value's kind in words."""
+    if isinstance(value, dict):
+        return "an object"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):

@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,8 +43,8 @@ from typing import Any
 
 from teamrt.claudecode.paths import CONFIG_DIR_ENV, claude_home
 from teamrt.claudecode.plugins import Plugins, load_plugins
-from teamrt.claudecode.reading import loads_json, read_head
-from teamrt.claudecode.settings import load_claude_settings
+from teamrt.claudecode.reading import read_json_object
+from teamrt.claudecode.settings import git_tracks, load_claude_settings
 from teamrt.errors import UserError
 from teamrt.mcp.launchers import Launch, granted, launch, notice
 from teamrt.sandbox.bwrap import NEVER_PASSED
@@ -222,7 +221,7 @@ def load_mcp_config(
     plugins = load_plugins(project) if plugins is None else plugins
     allowed = frozenset(allowed_env)
     problems: list[str] = []
-    user = _read_json(user_config_path(), MAX_CONFIG_BYTES, problems)
+    user = read_json_object(user_config_path(), MAX_CONFIG_BYTES, problems)
     local_entry = _project_entry(user, project)
     repository = repository_servers(project, agents, problems)
     if trusted is None:
@@ -272,7 +271,7 @@ def repository_servers(project: Path, agents: Iterable[Any], problems: list[str]
     """The MCP server entries that came with the repository, as written: ``.mcp.json``'s under its name,
     and each repository agent file's inline ones under ``agent:<name>``. What ``teamrt trust`` hashes."""
     written: dict[str, Any] = {}
-    mcp_json = _read_json(project / MCP_JSON, MAX_MCP_JSON_BYTES, problems, within=project)
+    mcp_json = read_json_object(project / MCP_JSON, MAX_MCP_JSON_BYTES, problems, within=project)
     servers = _servers_of(mcp_json, "mcpServers", str(project / MCP_JSON), problems)
     if servers:
         written[MCP_JSON] = servers
@@ -291,10 +290,10 @@ def project_enablement(project: Path, local_entry: Mapping[str, Any] | None = No
 
     said: list[tuple[str, Mapping[str, Any]]] = []
     for file in read_settings_files(project):  # a file left out: the run's settings warnings name it
-        if file.scope == "user" or (file.scope == "local" and not _tracked(project, file.path)):
+        if file.scope == "user" or (file.scope == "local" and not git_tracks(project, file.path)):
             said.append((str(file.path), file.data))
     if local_entry is None:
-        local_entry = _project_entry(_read_json(user_config_path(), MAX_CONFIG_BYTES, []), project)
+        local_entry = _project_entry(read_json_object(user_config_path(), MAX_CONFIG_BYTES, []), project)
     if local_entry:
         said.append((f"{user_config_path()} (projects.{project})", local_entry))
     every, enabled, disabled, sources = False, set[str](), set[str](), []
@@ -519,49 +518,7 @@ def _trusted(project: Path, repository: Mapping[str, Any], problems: list[str]) 
         return False
 
 
-def _tracked(project: Path, path: Path) -> bool:
-    """Whether git tracks ``path`` in ``project`` (True when git cannot say: the safe answer)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(project), "ls-files", "--error-unmatch", "--", str(path)],
-            capture_output=True, timeout=10, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return True
-    if done.returncode == 0:
-        return True
-    return b"not a git repository" not in done.stderr and b"did not match" not in done.stderr
-
-
 # -- reading -----------------------------------------------------------------------------------------------
-
-
-def _read_json(path: Path, limit: int, problems: list[str], *, within: Path | None = None) -> dict[str, Any]:
-    """The JSON object in ``path`` ({} when there is none); a file that cannot be used is a problem line."""
-    try:
-        if within is not None and os.path.lexists(path):
-            real = Path(os.path.realpath(path))
-            if not real.is_relative_to(os.path.realpath(within)):
-                problems.append(f"{path}: a link to {real}, outside the project; not read")
-                return {}
-        head = read_head(path, limit + 1)
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        problems.append(f"{path}: {e.strerror or e}; not read")
-        return {}
-    if head is None or len(head[0]) > limit:
-        problems.append(f"{path}: not a regular file of at most {limit >> 20} MiB; not read")
-        return {}
-    try:
-        data = loads_json(head[0].decode("utf-8-sig"))  # a key named twice is refused
-    except (UnicodeDecodeError, RecursionError, ValueError) as e:
-        problems.append(f"{path}: not valid JSON ({str(e)[:80]}); not read")
-        return {}
-    if not isinstance(data, dict):
-        problems.append(f"{path}: must hold a JSON object; not read")
-        return {}
-    return data
 
 
 def _servers_of(

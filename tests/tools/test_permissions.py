@@ -963,3 +963,16 @@ def test_a_team_file_takes_every_mode_name(tmp_path: Path, mode: str) -> None:
     path.write_text(f'[roles.critic]\nagent = "reviewer"\npermission_mode = "{mode}"\n')
     role = load_team(path, project=tmp_path).roles["critic"]
     assert Permissions(role.permission_mode or "").mode is Permissions(mode).mode
+
+
+def test_a_skill_rule_covers_every_skill_call_when_it_restricts_and_none_when_it_allows(
+    tmp_path: Path,
+) -> None:
+    """``Skill(name)``'s name is not checked: a deny naming one skill denies them all (fail closed), an
+    allow naming one grants nothing (Skill is read-only and needs none)."""
+    denied = Permissions(deny=("Skill(deploy)",))
+    for skill in ("deploy", "other"):
+        assert decide(denied, "Skill", {"skill": skill}, tmp_path, read_only=True).verdict is DENY
+    allowed = Permissions("dontAsk", allow=("Skill(deploy)",))
+    assert decide(allowed, "Skill", {"skill": "deploy"}, tmp_path, read_only=True).verdict is ALLOW
+    assert decide(allowed, "Skill", {"skill": "deploy"}, tmp_path, read_only=False).verdict is DENY
