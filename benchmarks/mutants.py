@@ -68,6 +68,7 @@ PROMISES = (
     "nothing lost in silence",
     "a working day",
     "long runs on Claude",
+    "Claude Code set-ups",
 )
 FIELDS = ("name", "promise", "file", "find", "replace", "tests")
 # Not copied: environments, caches and run data; none of it is needed to run the tests.

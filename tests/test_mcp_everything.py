@@ -54,7 +54,7 @@ pytestmark = pytest.mark.slow  # each test starts node servers: about 1 s idle, 
 def _missing() -> str:
     """Why the conformance run cannot run here ('' when it can)."""
     if NODE is None:
-        return "node is not installed (Node.js 20 or later; make test installs the package with npm)"
+        return "node is not installed (Node.js 18 or newer; make test installs the package with npm)"
     if not MAIN.is_file():
         return f"{PACKAGE} is not installed: run make test (or make .npm/.installed)"
     installed = json.loads((PACKAGE / "package.json").read_text()).get("version")

@@ -90,6 +90,9 @@ class Chosen:
 
     line: StatusLine | None
     notes: tuple[str, ...] = ()
+    untrusted: tuple[Path, ...] = ()
+    """The settings files whose ``statusLine`` would show but for the person's trust (said as a run starts:
+    ``teamrt.runtime.hooks.load_hooks``)."""
 
 
 def entry_problems(value: Any) -> list[str]:
@@ -128,17 +131,19 @@ def parse_entry(value: Any, scope: str, source: Path) -> tuple[StatusLine | None
     return line, problems
 
 
-def choose(project: Path) -> Chosen:
-    """The status line of ``project``'s settings (``teamrt.claudecode.settings_read``), by Claude Code's
-    precedence and teamrt's trust; never raises for a file's content."""
+def choose(project: Path, files: Sequence[Any] | None = None) -> Chosen:
+    """The status line of ``project``'s settings (``files``: as ``teamrt.claudecode.settings_read`` reads
+    them, read now when not given), by Claude Code's precedence and teamrt's trust; never raises for a
+    file's content."""
     from teamrt.claudecode.settings_read import read_settings_files
 
-    files = read_settings_files(project)
+    files = read_settings_files(project) if files is None else files
     off: set[str] = set()
     for file in files:
         if file.data.get("disableAllHooks") is True:
             off.update(("user", *REPOSITORY_SCOPES) if file.scope == "user" else (file.scope,))
     notes: list[str] = []
+    untrusted: list[Path] = []
     trusted: bool | None = None  # read once, when a repository's entry asks
     for file in reversed(files):  # the last file's entry is the one that counts
         if KEY not in file.data:
@@ -159,9 +164,10 @@ def choose(project: Path) -> Chosen:
                     f"{where}: its statusLine does not run: this project's hooks are not trusted as they are"
                     f" now; read it, then run `teamrt trust` in {project} to let it run"
                 )
+                untrusted.append(file.path)
                 continue
-        return Chosen(line, tuple(notes))
-    return Chosen(None, tuple(notes))
+        return Chosen(line, tuple(notes), tuple(untrusted))
+    return Chosen(None, tuple(notes), tuple(untrusted))
 
 
 def _hooks_trusted(project: Path, files: Sequence[Any], notes: list[str]) -> bool:

@@ -62,6 +62,11 @@ class Journal(Protocol):
     ) -> Awaitable[None]: ...
 
 
+def _set(event: asyncio.Event) -> asyncio.Event:
+    event.set()
+    return event
+
+
 @dataclass
 class Server:
     """One configured server in a run."""
@@ -86,6 +91,8 @@ class Server:
     relists: int = 0
     relisting: asyncio.Task[None] | None = None
     changed_again: bool = False
+    listed: asyncio.Event = field(default_factory=lambda: _set(asyncio.Event()))
+    """Set while no ``tools/list_changed`` waits for its listing (``teamrt.mcp.relisting``)."""
 
     def declares(self, capability: str) -> bool:
         """Whether the server, running, declared ``capability`` (``resources``, ``prompts``) as it started."""

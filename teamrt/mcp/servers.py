@@ -227,7 +227,10 @@ class McpServers:
         return describe(moved, cause) if moved else None
 
     async def _call(self, name: str, tool: str, args: dict[str, Any], agent: str) -> ToolResult:
-        return await call_tool(self._life, self._servers[name], tool, args, agent, self._journal)
+        server = self._servers[name]
+        result = await call_tool(self._life, server, tool, args, agent, self._journal)
+        await self._relisting.listed(server)  # tools the call changed: in place for the agent's next turn
+        return result
 
     async def close(self) -> None:
         """Stop every server (its stdin closed, then its process group killed) and journal it."""

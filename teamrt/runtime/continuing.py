@@ -10,7 +10,9 @@ in this round.
 
 What can be refused is refused before anything changes, in one line (``plan_round``): a live run (its
 lead takes mail: ``teamrt send``), a crashed one (``teamrt resume`` first: a round begun on a crash would
-leave its last turn's work unsettled), a run whose budget ran out without a raise. The round then
+leave its last turn's work unsettled), a run whose budget ran out without a raise; a prompt that is a
+person's ``/mcp__<server>__<prompt>`` command is expanded before the round is written
+(``personprompts.for_round``), and one that cannot be is refused the same way. The round then
 begins in one transaction (``store.rounds.begin_round``) and goes on as a resume does (the same
 supervisor path, ``Supervisor.resume``): a crash at any moment after it leaves a running run that
 ``teamrt resume`` finishes, the prompt read once.
@@ -26,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from teamrt import home
 from teamrt.errors import UserError
+from teamrt.mcp.lifecycle import START_TIMEOUT
 from teamrt.models import Model
 from teamrt.models.types import Block, OnText
+from teamrt.runtime import personprompts
 from teamrt.runtime.history import rebuild, unanswered_calls
 from teamrt.runtime.teamrun import (
     NoPrompt,
@@ -41,6 +45,8 @@ from teamrt.runtime.teamrun import (
 )
 from teamrt.runtime.verify import accept_loss as record_loss
 from teamrt.runtime.verify import verify
+from teamrt.sandbox.confinement import Confinement
+from teamrt.sandbox.protect import protected_paths
 from teamrt.settings import Settings, load_settings
 from teamrt.store import FinishedCall, RunRecord, StoreReader, open_reader
 from teamrt.store.integrity import StoreBehind
@@ -105,15 +111,25 @@ async def continue_run(
     team, workdir = plan.team, Path(plan.run.workdir)
     settings = load_settings() if settings is None else settings
     prepared = prepare_run(team, workdir, on_notice, run_dir.parent)
+    # a /mcp__<server>__<prompt> follow-up: expanded now, its failure one line with nothing changed
+    expanded = await personprompts.for_round(
+        prepared.mcp, round_context(team, workdir, run_dir), prompt,
+        start_timeout=prepared.claude.knobs.mcp_start_timeout or START_TIMEOUT,
+    )  # fmt: skip
+    new = plan.new
+    if expanded is not None:  # the prompt is the lead's turn's last block: the server's prompt instead
+        new = dataclasses.replace(new, lead_turn=[*new.lead_turn[:-1], *expanded.blocks])
     opened = open_models(team, settings, sim=sim, given=models)  # a missing key is said before the round
     try:
-        store = continue_store(run_dir, run_id, plan.new)
+        store = continue_store(run_dir, run_id, new)
     except BaseException:
         for name, model in opened.items():
             if models is None or name not in models:
                 await model.aclose()
         raise
     try:
+        if expanded is not None:  # journaled for logs and the TUI; a resume reads the lead's turn
+            await personprompts.journal_round(store, expanded, new.number)
         if plan.findings:  # accepted: said by a store.behind event, and the unrecorded mail is read again
             await record_loss(store, run_dir, plan.findings)
         if on_notice is not None:
@@ -202,6 +218,20 @@ def plan_round(
         data={"budget_usd": team.budget_usd, "budget_tokens": team.budget_tokens, "max_turns": per_round},
     )  # fmt: skip
     return Plan(run, team, new, base, findings)
+
+
+def round_context(team: Team, workdir: Path, run_dir: Path) -> Confinement:
+    """Where the servers that expand a follow-up's prompt command run: the project, under the team's
+    sandbox policy, the paths the run protects read-only (as its own servers have them). The run's guard
+    does not watch them yet (it starts with the round); the confinement is what keeps them out."""
+    repo = GitRepo.find(workdir)
+    protected = protected_paths(
+        (workdir, *((repo.root,) if repo is not None else ())),
+        home=run_dir.parent.parent,
+        git_dir=repo.git_dir if repo is not None else None,
+        team_file=None if team.path.is_dir() else team.path,
+    )
+    return Confinement(workspace=workdir, run_dir=run_dir, protected=protected, policy=team.sandbox)
 
 
 def refuse_unless_ended(run: RunRecord, now: float) -> None:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from teamrt.claudecode import statusline
 from teamrt.claudecode.hook_answers import Answer, combine, interpret
 from teamrt.claudecode.hooks import HookSet, parse_hooks, run_hook
 from teamrt.claudecode.plugins import load_plugins
@@ -99,6 +100,13 @@ def load_hooks(project: Path, on_notice: Callable[[str], None] | None = None) ->
             notices.append(
                 f"teamrt: warning: the hooks in {where} do not run: this project's hooks are not trusted as"
                 f" they are now; read them, then run `teamrt trust` in {project} to let them run"
+            )
+        lines = statusline.choose(project, files).untrusted if not trusted else ()
+        if lines:  # the TUI says it too, but only to whoever watches there
+            notices.append(
+                f"teamrt: warning: the statusLine in {' and '.join(map(str, lines))} is not shown in the TUI:"
+                f" this project's hooks are not trusted as they are now; read it, then run `teamrt trust` in"
+                f" {project} to let it run"
             )
     runnable = parsed if trusted else parsed.scoped("user")
     plugins = load_plugins(project, files)  # its warnings are said with the memory's (runtime.teamrun)

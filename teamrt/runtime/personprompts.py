@@ -16,6 +16,13 @@ through the run's servers, and what the server answered is what is kept:
   reason (``mcp.prompt`` with ``error``, shown by ``teamrt logs`` and the TUI) and
   the agent is told only that the person's command could not be used: none of it
   is sent.
+- **a follow-up's prompt** (``teamrt continue``): expanded before its round
+  begins (``for_round``), through servers of the run's configuration started for
+  it alone: the round's first user turn is written with the round, in one
+  transaction, before the run's own servers start. The turn keeps the blocks
+  (a resume reads the turn, never the server); the ``mcp.prompt`` event says
+  what was expanded (``journal_round``). A command that cannot be expanded is the
+  ``PromptError``'s one line, and the run is not continued.
 """
 
 from __future__ import annotations
@@ -25,14 +32,17 @@ from typing import TYPE_CHECKING, Any
 
 from teamrt.events import USER
 from teamrt.mailbox import Message
-from teamrt.mcp.prompts import PROMPTED, PromptError, Servers, expand, is_command
+from teamrt.mcp.config import McpConfig
+from teamrt.mcp.prompts import PROMPTED, Expansion, PromptError, Servers, expand, is_command
+from teamrt.mcp.servers import McpServers
 from teamrt.models.types import Block
 from teamrt.terminal import clean_line
 
 if TYPE_CHECKING:
+    from teamrt.sandbox.confinement import Confinement
     from teamrt.store import EventRecord, Store
 
-__all__ = ["PROMPTED", "PersonPrompt", "for_mail", "kept_task", "task"]
+__all__ = ["PROMPTED", "PersonPrompt", "for_mail", "for_round", "journal_round", "kept_task", "task"]
 
 PersonPrompt = Callable[[Message], Awaitable[list[Block] | None]]
 """An agent's mail expanded when it is the person's prompt command (None: it is not one)."""
@@ -83,3 +93,24 @@ def for_mail(servers: Servers, store: Store, agent: str) -> PersonPrompt:
         ]
 
     return expanded
+
+
+async def for_round(
+    config: McpConfig, ctx: Confinement, text: str, *, start_timeout: float
+) -> Expansion | None:
+    """A follow-up's prompt expanded when it is a prompt command (None: it is not one), through the
+    servers of ``config`` started where ``ctx`` says for this alone, and stopped after; raises
+    ``PromptError``. No store: nothing of the run has changed yet (``journal_round`` says it once the
+    round has begun)."""
+    if not is_command(text):
+        return None
+    servers = McpServers(config, ctx, start_timeout=start_timeout)
+    try:
+        return await expand(servers, text)
+    finally:
+        await servers.close()
+
+
+async def journal_round(store: Store, expanded: Expansion, number: int) -> None:
+    """The ``mcp.prompt`` event of round ``number``'s expanded prompt (the lead's turn keeps the blocks)."""
+    await store.append_event(PROMPTED, {**expanded.record(), "to": "lead", "round": number})

@@ -923,6 +923,39 @@ def test_a_resumed_agent_gets_session_start_resume_and_turns_still_alternate(pro
         store.close()
 
 
+def test_a_repositorys_untrusted_status_line_is_said_once_as_a_run_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = Project(tmp_path / "project", tmp_path, monkeypatch)
+    project.root.mkdir()
+    monkeypatch.chdir(project.root)
+    monkeypatch.setenv("TEAMRT_HOME", str(tmp_path / "home"))
+    project.user_settings({"statusLine": command("echo mine")})
+    notices: list[str] = []
+    load_hooks(project.root, notices.append)
+    assert notices == [], "the person's own status line needs no trust"
+
+    path = project.settings(
+        {"statusLine": command("echo repository"), **hooks_of("Stop", (None, [command("x")]))}
+    )
+    load_hooks(project.root, notices.append)
+    [line] = [n for n in notices if "statusLine" in n]
+    assert line.startswith(f"teamrt: warning: the statusLine in {path} is not shown in the TUI: ")
+    assert f"run `teamrt trust` in {project.root} to let it run" in line
+    assert len([n for n in notices if "not trusted" in n]) == 2, "the hooks' line and the status line's"
+    capsys.readouterr()
+    assert main(["run", "--model", "sim", "--prompt", "Say hello."]) == 0
+    assert capsys.readouterr().err.count(f"the statusLine in {path}") == 1, "said once as the run starts"
+
+    project.trust()
+    notices.clear()
+    load_hooks(project.root, notices.append)
+    assert not [n for n in notices if "statusLine" in n or "not trusted" in n]
+    project.settings({"statusLine": command("echo changed"), "disableAllHooks": True})
+    load_hooks(project.root, notices.append)
+    assert not [n for n in notices if "statusLine" in n], "off anyway: trusting it would not show it"
+
+
 @pytest.mark.hostile
 def test_attack_a_broken_trust_file_trusts_nothing_and_is_named(
     project: Project, capsys: pytest.CaptureFixture[str]

@@ -124,6 +124,13 @@ def test_a_path_scoped_rule_reaches_the_agent_once_with_its_first_matching_read(
 
     asyncio.run(scopedrules.touched(loop, "Edit", {"file_path": "src/api/a.py"}, ToolResult("ok")))
     assert rules.pending == []
+    # a fork, journaled under its own name, inherits the lead's history: the rule shown there counts
+    forked = scopedrules.AgentRules(rules.rules, rules.store, "lead-fork")
+    loop = SimpleNamespace(
+        env=SimpleNamespace(rules=forked, tools=loop.env.tools), messages=model.requests[3].messages
+    )
+    asyncio.run(scopedrules.touched(loop, "Read", {"file_path": "src/api/b.py"}, ToolResult("ok")))
+    assert forked.pending == []
 
 
 @pytest.mark.hostile

@@ -6,7 +6,8 @@ Tools: ``caps`` (the client capabilities the initialize request declared), ``ask
 request ``method`` with ``params`` and returns its answer as JSON text), ``burst`` (``count`` such requests at
 once, their answers as a JSON list), ``progress`` (``count`` progress
 notifications on the call's token), ``log`` (``count`` log messages), ``toggle`` (adds or removes the tool
-``extra``, then says ``tools/list_changed`` ``count`` times), ``sleep`` (``seconds``), ``extra`` (when on).
+``extra``, then says ``tools/list_changed`` ``count`` times; the next ``tools/list`` is answered
+``list_delay`` seconds late), ``sleep`` (``seconds``), ``extra`` (when on).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def call(name: str, args: dict[str, Any], token: Any) -> str:
         return "logged"
     if name == "toggle":
         state["extra"] = not state["extra"]
+        state["list_delay"] = float(args.get("list_delay", 0))
         for _ in range(int(args.get("count", 1))):
             send({"method": "notifications/tools/list_changed"})
         return f"extra is {'on' if state['extra'] else 'off'}"
@@ -124,6 +126,7 @@ def main() -> None:
                 }
             )
         elif method == "tools/list":
+            time.sleep(state.pop("list_delay", 0))  # a server slow to list its tools again (toggle)
             send({"id": rid, "result": {"tools": tools()}})
         elif method == "tools/call":
             token = (params.get("_meta") or {}).get("progressToken")

@@ -890,8 +890,10 @@ def test_an_allowed_launch_runs_with_the_network_and_its_own_cache_and_another_s
     has only loopback and is told to stay offline."""
     bin_dir = ws / "bin"
     bin_dir.mkdir()
+    server = bin_dir / "server.py"  # in the workspace: the tree may be in a folder the sandbox hides (/tmp)
+    server.write_text(Path(SERVER).read_text())
     npx = bin_dir / "npx"
-    npx.write_text(FAKE_NPX % (sys.executable, SERVER))
+    npx.write_text(FAKE_NPX % (sys.executable, server))
     npx.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     host_nets = sorted(

@@ -325,6 +325,61 @@ def test_attack_a_list_changed_storm_is_listed_again_a_few_times_and_agents_take
     assert 1 <= len(listed) <= 3 and listed[0]["added"] == ["mcp__t__extra"]
 
 
+@pytest.mark.hostile
+def test_attack_a_server_whose_tools_never_settle_cannot_hold_a_calls_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call's answer waits for the listing its server's ``tools/list_changed`` asked for (so the agent's
+    next turn has the new tools), but a listing that never comes back, or notifications that never stop,
+    hold it no longer than one gap and one listing's time."""
+    import time
+    from types import SimpleNamespace
+
+    from teamrt.mcp import relisting
+    from teamrt.mcp.lifecycle import Server
+
+    monkeypatch.setattr(relisting, "RELIST_GAP", 0.2)
+    notes: list[dict[str, Any]] = []
+
+    class Hung:
+        async def list_tools(self, cursor: Any = None) -> Any:
+            await asyncio.Event().wait()
+
+    class Changing:  # says its tools changed again during each listing: no listing takes every change
+        async def list_tools(self, cursor: Any = None) -> Any:
+            r.tools_changed(changing)
+            return SimpleNamespace(tools=[], next_cursor=None)
+
+    async def journal(kind: str, data: dict[str, Any], agent: str | None = None) -> None:
+        notes.append(data)
+
+    async def waited(r: relisting.Relisting, server: Server) -> float:
+        start = time.monotonic()
+        await asyncio.wait_for(r.listed(server), 10)
+        return time.monotonic() - start
+
+    r = relisting.Relisting(journal, None, lambda: None, 0.3)  # type: ignore[arg-type]
+    config = parse_entry("t", {"command": "x"}, scope="team", source="test")
+    hung = Server(config, state="running", client=Hung())
+    changing = Server(config, state="running", client=Changing())
+
+    async def go() -> tuple[float, float, bool]:
+        r.tools_changed(hung)
+        hung_s = await waited(r, hung)
+        r.tools_changed(changing)
+        storm_s = await waited(r, changing)
+        still = not changing.listed.is_set()  # its changes go on: the call went on without them
+        tasks = [t for t in (hung.relisting, changing.relisting) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return hung_s, storm_s, still
+
+    hung_s, storm_s, still = asyncio.run(go())
+    assert hung_s < 3 and "could not list its tools" in notes[0]["note"]
+    assert 0.4 <= storm_s < 3 and still
+
+
 # -- pieces ---------------------------------------------------------------------------------------------
 
 
@@ -396,6 +451,40 @@ def test_mcp_sampling_rules_decide_a_servers_requests() -> None:
     assert quiet.decide("McpSampling", {"server": "t"}, read_only=True, workspace=ws).verdict is Verdict.DENY
     with pytest.raises(RuleError, match="McpSampling takes the name"):
         Permissions(allow=["McpSampling(a b)"])
+
+
+def test_a_servers_sampling_is_charged_to_the_agents_budgets_and_a_spent_budget_refuses_the_next() -> None:
+    """What a sampled call used counts against every budget of the agent (the run's, its role's), as its
+    own calls do: a server cannot spend past a budget by sampling again and again."""
+    from types import SimpleNamespace
+
+    from teamrt.runtime.budget import Budget
+    from teamrt.runtime.mcphost import RunMcpHost
+
+    class Answering:
+        async def complete(self, call: ModelRequest) -> ModelResponse:
+            usage = Usage(input_tokens=40, output_tokens=3000)
+            return ModelResponse("msg_s", "sim", [{"type": "text", "text": "4"}], "end_turn", usage, 0.25)
+
+    class Usages:
+        async def add_usage(self, agent: str, usage: Any) -> None:
+            pass
+
+    run, role = Budget("run", max_tokens=5000), Budget("agent lead", max_usd=1.0)
+    spec = SimpleNamespace(permissions=Permissions("default", allow=["McpSampling(t)"]), model_name="sim",
+                           model=Answering(), info=None, role=None, team="m")  # fmt: skip
+    env = SimpleNamespace(tools=ToolContext(workspace=Path("/w"), run_dir=Path("/w")), budgets=[run, role],
+                          store=Usages())  # fmt: skip
+    member = SimpleNamespace(
+        done=SimpleNamespace(done=lambda: False), loop=SimpleNamespace(spec=spec, env=env)
+    )
+    host = RunMcpHost({"lead": member}, lambda name: Answering(), ["sim"])  # type: ignore[arg-type, dict-item, return-value]
+    request = SampleRequest([{"role": "user", "content": [{"type": "text", "text": "2+2"}]}], "", 100, 100)
+    assert asyncio.run(host.sample("lead", "t", request)).text == "4"
+    assert (run.spent_tokens, run.held_tokens, role.spent_usd, role.held_usd) == (3040, 0, 0.25, 0.0)
+    asyncio.run(host.sample("lead", "t", request))
+    with pytest.raises(SamplingRefused, match="budget: run token budget: 6,080 spent"):
+        asyncio.run(host.sample("lead", "t", request))
 
 
 def test_the_tui_shows_an_mcp_calls_latest_progress() -> None:
@@ -486,7 +575,10 @@ def test_in_a_run_a_servers_new_tools_reach_the_agent_at_its_next_turn(tmp_path:
     def later(request: ModelRequest) -> Reply:
         return Reply().call("mcp__t__extra", {})
 
-    model, reader = run(project, [Reply().call("mcp__t__toggle", {}), later, Reply().say("done")])
+    # the server answers the listing after its tools/list_changed late: the agent's next turn still waits
+    # for it (teamrt.mcp.relisting), so the new tool is in place, however busy the machine is
+    toggle = Reply().call("mcp__t__toggle", {"list_delay": 0.5})
+    model, reader = run(project, [toggle, later, Reply().say("done")])
     before = {t["name"] for t in model.requests[0].tools}
     after = {t["name"] for t in model.requests[1].tools}
     assert after - before == {"mcp__t__extra"}

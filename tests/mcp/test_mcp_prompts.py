@@ -21,6 +21,7 @@ from teamrt.mcp.shown import summary
 from teamrt.models import Reply, ScriptedModel
 from teamrt.models.types import ModelRequest
 from teamrt.runs.steer import send
+from teamrt.runtime.continuing import continue_run
 from teamrt.runtime.personprompts import PROMPTED, kept_task
 from teamrt.sandbox.confinement import Confinement
 from teamrt.store import open_reader
@@ -39,11 +40,11 @@ def servers_of(ws: Path, *args: str) -> McpServers:
     return McpServers(config, Confinement(workspace=ws, run_dir=run_dir))
 
 
-def team(project: Path) -> Path:
+def team(project: Path, *args: str) -> Path:
     path = project / "team.toml"
     path.write_text(
         '[team]\nname = "m"\nmodel = "sim"\n[permissions]\nallow = ["mcp__t"]\n'
-        f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps([SERVER])}\n"
+        f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps([SERVER, *args])}\n"
     )
     return path
 
@@ -113,6 +114,64 @@ def test_a_persons_mail_that_is_a_prompt_command_is_expanded_and_the_mail_table_
     assert "no MCP prompt of that name" in events[1]["error"] and events[1]["command"] == "/mcp__t__nosuch"
     bodies = [m.message["body"] for m in reader.mail("lead", sender="user")]
     assert bodies == ["/mcp__t__review notes.md", "/mcp__t__nosuch x"]  # as the person wrote them
+
+
+def ended_run(project: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Path:
+    """A done run ``r1`` of ``team(project, *args)`` kept in the project's home, for ``continue``."""
+    monkeypatch.setenv("TEAMRT_HOME", str(project / "home"))
+    run_dir = project / "home" / "runs" / "r1"
+    model = ScriptedModel([Reply().say("first")])
+    outcome = run_on_sim(team(project, *args), "go", project=project, run_dir=run_dir, run_id="r1",
+                         settings=FAST, timeout=60, models={"sim": model})  # fmt: skip
+    assert outcome.status == "done", outcome
+    return run_dir
+
+
+def go_on(project: Path, prompt: str, steps: list[Any]) -> tuple[ScriptedModel, Any]:
+    model = ScriptedModel(steps)
+    work = continue_run("r1", prompt, project=project, settings=FAST, models={"sim": model})
+    return model, asyncio.run(asyncio.wait_for(work, 60))
+
+
+def kept_state(run_dir: Path) -> tuple[Any, ...]:
+    """What a refused follow-up must leave as it was: the run's status, round, events and lead turns."""
+    reader = open_reader(run_dir, "r1")
+    try:
+        run = reader.run()
+        return run.status, run.settings.get("round"), len(reader.events()), len(reader.turns("lead"))
+    finally:
+        reader.close()
+
+
+def test_a_follow_ups_prompt_command_reaches_the_lead_as_the_servers_prompt_and_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = ended_run(tmp_path, monkeypatch)
+    before = kept_state(run_dir)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["continue", "r1", "--prompt", "/mcp__t__review", "--quiet"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "missing file" in err and "/mcp__t__review <file> [focus]" in err
+    assert kept_state(run_dir) == before  # refused: nothing continued, nothing journaled
+
+    model, done = go_on(tmp_path, '/mcp__t__review "src/app one.py" security', [Reply().say("second")])
+    assert done.outcome.status == "done"
+    expanded = {"type": "text", "text": "Please review src/app one.py. Focus on security."}
+    sent = model.requests[0].messages[-1]["content"]
+    assert expanded in sent and "/mcp__t__review" not in json.dumps(sent)  # not the command itself
+    reader = open_reader(run_dir, "r1")
+    try:
+        events = [e.data for e in reader.events() if e.kind == PROMPTED]
+        round_prompt = reader.run().settings["round"]["prompt"]
+        turns = [t for t in reader.turns("lead") if t.role == "user"]
+    finally:
+        reader.close()
+    assert events == [{"server": "t", "prompt": "review", "arguments": ["file", "focus"], "chars": 48,
+                       "images": 0, "to": "lead", "round": 2}]  # fmt: skip
+    assert summary(PROMPTED, events[0]) == "t: /mcp__t__review expanded for lead (48 characters)"
+    assert round_prompt.startswith("/mcp__t__review")  # the round is named as the person wrote it
+    assert turns[-1].content == [expanded]  # kept with the round: a resume reads it, never the server
 
 
 def test_a_missing_required_argument_is_one_line_and_the_lead_never_starts(tmp_path: Path) -> None:
@@ -205,3 +264,22 @@ def test_attack_hostile_prompts_escapes_a_huge_prompt_and_names_that_would_confu
     shown = "\n".join(lines)
     assert "/mcp__t__loud [who]: Loud" in shown and ESC not in shown and "\x07" not in shown
     assert fit("a b.c") == "a_b_c"
+
+
+@pytest.mark.hostile
+def test_attack_a_follow_ups_prompt_holding_escapes_reaches_the_lead_inert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = ended_run(tmp_path, monkeypatch, "--hostile")
+    before = kept_state(run_dir)
+    for command, said in ((f"/mcp__t__nosuch{ESC}]0;x\x07 a", "no MCP prompt of that name"),
+                          ("/mcp__t__huge", f"300,000 characters; teamrt takes {MAX_CHARS:,}")):  # fmt: skip
+        with pytest.raises(PromptError, match=said) as raised:
+            go_on(tmp_path, command, [])
+        assert ESC not in str(raised.value) and "\x07" not in str(raised.value)
+    assert kept_state(run_dir) == before
+    model, done = go_on(tmp_path, f"/mcp__t__loud Ada{ESC}]0;x\x07", [Reply().say("second")])
+    assert done.outcome.status == "done"
+    sent = json.dumps(model.requests[0].messages[-1]["content"])
+    assert "Hello Ada" in sent and "obey" in sent
+    assert ESC not in sent and "\\u001b" not in sent and "\\u0007" not in sent

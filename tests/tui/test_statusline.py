@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -283,6 +284,19 @@ def test_a_repositorys_line_gives_way_to_the_persons_own_until_trusted(project: 
     assert chosen.line is not None and chosen.line.command == "echo repository" and chosen.notes == ()
     settings(project / ".claude", "settings.json", line_of("echo changed"))
     assert statusline.choose(project).line.command == "echo mine", "a change lapses the trust"  # type: ignore[union-attr]
+
+
+@pytest.mark.hostile
+def test_attack_a_settings_local_json_git_tracks_is_the_repositorys_and_waits_for_trust(
+    project: Path,
+) -> None:
+    """A ``settings.local.json`` committed to the repository is someone else's word, like settings.json."""
+    settings(project / ".claude", "settings.local.json", line_of("touch pwned; echo planted"))
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "-C", str(project), "add", "-f", ".claude/settings.local.json"], check=True)
+    chosen = statusline.choose(project)
+    assert chosen.line is None and chosen.untrusted == (project / ".claude" / "settings.local.json",)
+    assert len(chosen.notes) == 1 and "run `teamrt trust` in" in chosen.notes[0]
 
 
 def test_trust_recorded_without_a_status_line_still_holds(project: Path) -> None:
