@@ -19,5 +19,5 @@ def test_each_end_of_an_agent_records_agent_dot_status_and_is_an_agent_status() 
 
 
 def test_the_kinds_are_each_named_once() -> None:
-    assert len(set(EVENT_KINDS)) == len(EVENT_KINDS) == 61
+    assert len(set(EVENT_KINDS)) == len(EVENT_KINDS) == 62
     assert {*MERGE_EVENTS.values(), *AGENT_ENDED.values()} <= set(EVENT_KINDS)
