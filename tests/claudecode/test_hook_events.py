@@ -366,5 +366,26 @@ def test_attack_async_hooks_are_bounded_per_agent_and_a_flood_is_cut(project: Pr
                if isinstance(m["content"], str))  # fmt: skip
 
 
-def test_close_background_with_no_hooks_does_nothing() -> None:
-    asyncio.run(close_background([None, None]))
+def test_close_background_ends_every_running_job_and_passes_over_agents_without_hooks() -> None:
+    from teamrt.runtime.hook_async import Background
+
+    ended: list[str] = []
+
+    async def job(name: str) -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            ended.append(name)
+
+    async def go() -> tuple[int, int]:
+        background = Background(limit=2)
+        assert background.start(job("a")) and background.start(job("b"))
+        assert not background.start(job("c")), "a third job past the limit is dropped"
+        await asyncio.sleep(0)  # let both jobs begin
+        running = len(background.tasks)
+        agent: Any = SimpleNamespace(background=background)
+        await asyncio.wait_for(close_background([None, agent, None]), 5)
+        return running, len(background.tasks)
+
+    assert asyncio.run(go()) == (2, 0)
+    assert sorted(ended) == ["a", "b"]
