@@ -30,6 +30,7 @@ subtree) the tool's own count and total hold, less exactly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import time
@@ -61,6 +62,7 @@ class Cgroups:
 def make(max_processes: int, max_memory_mb: int | None = None) -> Cgroups | None:
     """Fresh cgroups allowing ``max_processes`` processes and, when given, ``max_memory_mb`` MiB of memory
     for all of them; None where none can be made. Where only one limit can be held, only that one is."""
+    _sweep_dead_owners()
     name = f"{os.getpid()}-{next(_serial)}"
     pids = _v1(PIDS / "teamrt" / name, {"pids.max": str(max_processes)})
     memory = None
@@ -79,6 +81,34 @@ def make(max_processes: int, max_memory_mb: int | None = None) -> Cgroups | None
     if pids is None and memory is None:
         return None
     return Cgroups(pids, memory, max_memory_mb if memory is not None else None)
+
+
+@functools.cache
+def _sweep_dead_owners() -> None:
+    """Remove the empty command cgroups of teamrt processes that are gone (once per process): an owner
+    killed mid-command (SIGKILL, a crash) never removed its own. A cgroup that holds processes stays."""
+    places = [(PIDS / "teamrt", ""), (_own("memory") / "teamrt", "")]
+    if (own := _unified()) is not None:
+        places.append((own, "teamrt-"))
+    for place, prefix in places:
+        try:
+            names = [entry.name for entry in os.scandir(place) if entry.name.startswith(prefix)]
+        except OSError:
+            continue
+        for name in names:
+            owner = name.removeprefix(prefix).split("-", 1)[0]
+            if owner.isdigit() and not _running(int(owner)):
+                _rmdir(place / name)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's
+    return True
 
 
 def _v1(path: Path, settings: dict[str, str], where_there: dict[str, str] | None = None) -> Path | None:

@@ -309,9 +309,17 @@ class Hold:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("store_db", ["sqlite"], indirect=True)  # a minute: the store changes no model call
-def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) -> None:
-    hold = Hold(60.0)  # the issue asks for a minute
+@pytest.mark.parametrize("store_db", ["sqlite"], indirect=True)  # the store changes no model call
+@pytest.mark.parametrize("seconds", [12.0, pytest.param(60.0, marks=pytest.mark.proof)])
+def test_an_idle_team_of_five_spends_no_tokens(
+    project: Path, sim: SimServer, seconds: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue asks for a minute: ``make bench`` idles that long (the ``proof`` marker). ``make test``
+    idles 12 s with the inboxes' tmp/ cleaning every 2 s instead of every 60 s, so every timer an idle
+    inbox runs (the 1 s rescan, the cleaning) fires several times in the window."""
+    if seconds < inbox_module.CLEAN_EVERY_SECONDS:
+        monkeypatch.setattr(inbox_module, "CLEAN_EVERY_SECONDS", 2.0)
+    hold = Hold(seconds)
 
     def lead(request: SimRequest) -> Reply:
         if not request.calls("spawn_agent"):
@@ -332,7 +340,7 @@ def test_an_idle_team_of_five_spends_no_tokens(project: Path, sim: SimServer) ->
     sim.policies.update({"lead": lead, "researcher": lambda request: Reply().say("idle now")})
     _, store = run_supervised(project, sim, "go", setup, hang=300)
     start, end = hold.window
-    assert end - start >= 60.0
+    assert end - start >= seconds
     during = [c for c in sim.calls if start <= c.at <= end]
     assert during == [], f"model calls while the team idled: {during}"
     assert sum(1 for a in store.reader.agents() if a.kind == "team") == 5

@@ -363,7 +363,6 @@ def test_no_protected_path_made_by_a_command_stays(scene: Scene, path: str, how:
 
 # == escape 7: two commands sharing a workspace, dangling symlinks, thousands of times ===================
 
-ROUNDS = 1000
 LANES = 4
 """The rounds run in this many workspaces at once (a round waits mostly on bubblewrap starting)."""
 FIRST = (  # makes the links, waits until the second command has started over them, ends
@@ -379,10 +378,14 @@ SECOND = (  # started while the links exist: waits until the first's scan moved 
 @needs_bwrap
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_two_commands_sharing_a_workspace_never_keep_a_protected_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rounds", [200, pytest.param(1000, marks=pytest.mark.proof)])
+def test_two_commands_sharing_a_workspace_never_keep_a_protected_file(tmp_path: Path, rounds: int) -> None:
     """Escape 7, as the supervisor runs two agents' commands in one workspace: the first makes dangling
     links, the second starts while they exist (so bubblewrap mounts nothing there), the first's scan moves
-    them, the second makes the real files. Every creation is moved out and reported, every round."""
+    them, the second makes the real files. Every creation is moved out and reported, every round.
+
+    Each round forces the interleaving (the commands wait for each other's marks), so the 200 rounds of
+    ``make test`` check every step of it 200 times; ``make bench`` runs a thousand (the ``proof`` marker)."""
     reported: list[list[Moved]] = [[] for _ in range(LANES)]
 
     async def lane(index: int) -> None:
@@ -398,7 +401,7 @@ def test_two_commands_sharing_a_workspace_never_keep_a_protected_file(tmp_path: 
         await guard.watch(project)
         protected = protected_paths((project,), home=run_dir.parent.parent)
         ctx = ToolContext(project, run_dir, protected=protected, guard=guard)
-        for round in range(ROUNDS // LANES):
+        for round in range(rounds // LANES):
             said, this = await _round(Bash(), ctx, reported[index])
             assert not os.path.lexists(project / ".mcp.json") and not os.path.lexists(project / "CLAUDE.md")
             links = sorted(m.path for m in this if m.found == "link")
@@ -414,7 +417,7 @@ def test_two_commands_sharing_a_workspace_never_keep_a_protected_file(tmp_path: 
         await asyncio.gather(*(lane(i) for i in range(LANES)))
 
     asyncio.run(race())
-    assert sum(map(len, reported)) == 4 * (ROUNDS // LANES) * LANES
+    assert sum(map(len, reported)) == 4 * (rounds // LANES) * LANES
 
 
 async def _round(tool: Bash, ctx: ToolContext, reported: list[Moved]) -> tuple[list[ToolResult], list[Moved]]:

@@ -1,9 +1,9 @@
 """The chaos checker (``teamrt.testing.chaos.check``) finds every kind of lost or duplicated mail, tells a
 loss a loss event names from a silent one, and counts what the harness noted (faults, hangs, refusals, stops).
 
-One uninterrupted run of the research example, finished once for the module; each test copies its home,
-plants one fault with real files and real SQLite (the ``mail`` table of ``run.db``), and checks the copy
-against the run itself: the fault must be counted, exactly once.
+One uninterrupted run of the research example, finished once per worker (tests/system/conftest.py); each
+test copies its home, plants one fault with real files and real SQLite (the ``mail`` table of ``run.db``),
+and checks the copy against the run itself: the fault must be counted, exactly once.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -21,27 +22,15 @@ import pytest
 from teamrt.mailbox import Mailbox, Message, new_id
 from teamrt.runtime import losses
 from teamrt.testing import chaos
+from tests.system.conftest import Finished
 
 EXAMPLE = "research"
 
 
-@dataclasses.dataclass(frozen=True)
-class Finished:
-    """The uninterrupted run: its home, id, project, and the reference made of it."""
-
-    home: Path
-    run_id: str
-    project: Path
-    ref: chaos.Reference
-
-
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Finished:
-    where = tmp_path_factory.mktemp("reference")
-    project = chaos.prepare(EXAMPLE, where)
-    ref = chaos.reference(EXAMPLE, where / "home", project, chaos.context())
-    [run_dir] = (where / "home" / "runs").iterdir()
-    return Finished(where / "home", run_dir.name, project, ref)
+def finished(uninterrupted: Callable[[str], Finished]) -> Finished:
+    """The worker's uninterrupted research run (conftest.py): copied before a fault is planted."""
+    return uninterrupted(EXAMPLE)
 
 
 def copy(run: Finished, where: Path) -> Path:

@@ -33,6 +33,7 @@ from teamrt.store.engine import DB_ENV
 from teamrt.testing import chaos
 from teamrt.testing.chaos import harness
 from tests.helpers.pg import started_pg_server
+from tests.system.conftest import Finished
 
 EXAMPLE = "coding"
 
@@ -52,17 +53,15 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def ctx() -> Any:
-    return chaos.context()
+def ctx(chaos_ctx: Any) -> Any:
+    return chaos_ctx
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory, ctx: Any) -> World:
-    where = tmp_path_factory.mktemp("reference")
-    project = chaos.prepare(EXAMPLE, where)
-    ref = chaos.reference(EXAMPLE, where / "home", project, ctx)
-    [run_dir] = (where / "home" / "runs").iterdir()
-    return World(where / "home", run_dir.name, project, ref)
+def finished(uninterrupted: Callable[[str], Finished]) -> World:
+    """The worker's uninterrupted coding run (conftest.py): copied before a loss is planted."""
+    run = uninterrupted(EXAMPLE)
+    return World(run.home, run.run_id, run.project, run.ref)
 
 
 def copy(run: World, where: Path) -> World:

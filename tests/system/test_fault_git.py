@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from tests.runtime.test_restore import (
     text,
     use,
 )
+from tests.system.conftest import Finished
 
 FIXED = APP.replace("a - b", "a + b")
 
@@ -230,19 +232,14 @@ def test_a_workspace_deleted_with_an_uncommitted_edit_is_remade_and_the_agent_to
 # -- on sim: the coding example ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def ctx() -> Any:
-    return chaos.context()
-
-
 @pytest.mark.slow
 def test_on_sim_a_coder_told_of_its_lost_workspace_redoes_its_fix_and_the_run_ends_as_an_uninterrupted_one(
-    tmp_path: Path, ctx: Any
+    tmp_path: Path, chaos_ctx: Any, uninterrupted: Callable[[str], Finished]
 ) -> None:
     """The coding example killed right after a coder's first write (a try in its file, uncommitted), and
     that coder's worktree deleted. Resumed, the coder is told and redoes the write: the integration tree
     and the lead's answer are an uninterrupted run's, and the loss is named."""
-    ref = chaos.reference("coding", tmp_path / "ref" / "home", chaos.prepare("coding", tmp_path / "ref"), ctx)
+    ref, ctx = uninterrupted("coding").ref, chaos_ctx  # the worker's uninterrupted run (conftest.py)
     project = chaos.prepare("coding", tmp_path / "run")
     where = tmp_path / "run" / "home"
     last = chaos.Kill("tool.after", hit=ref.writes, only=chaos.CODER_WRITE)  # the coder has written before

@@ -464,3 +464,38 @@ def test_where_a_cgroup_can_be_made_the_kernel_refuses_the_fork_past_the_limit(c
     assert result.is_error and "Resource temporarily unavailable" in result.content
     assert result.text.endswith("[killed: more than 8 processes]")
     assert not [p for p in (pidlimit.PIDS / "teamrt").iterdir() if p.name.startswith(f"{os.getpid()}-")]
+
+
+OWNER = """
+import subprocess, sys, time
+from teamrt.sandbox import limits
+made = limits.make(8)
+sleeper = subprocess.Popen(limits.enter(["sleep", "300"], made))
+print(made.pids, sleeper.pid, flush=True)
+time.sleep(300)
+"""
+NEXT_COMMAND = "from teamrt.sandbox import limits; limits.remove(limits.make(1))"
+
+
+@pytest.mark.skipif(not _cgroups_allowed(), reason="no writable cgroup pids controller here (not root)")
+def test_the_cgroup_of_an_owner_killed_mid_command_is_removed_by_the_next_owner_once_empty() -> None:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    path, sleeper = owner.stdout.readline().split()
+    cgroup = Path(path)
+    assert cgroup.name.startswith(f"{owner.pid}-")
+    try:
+        while not (cgroup / "cgroup.procs").read_text().split():
+            asyncio.run(asyncio.sleep(0.01))  # the shell moves itself in, then becomes sleep
+        owner.kill()  # mid-command: it never removes its cgroup
+        owner.wait()
+        subprocess.run([sys.executable, "-c", NEXT_COMMAND], check=True, timeout=60)
+        assert cgroup.is_dir(), "a cgroup still holding a process stays"
+    finally:
+        os.kill(int(sleeper), signal.SIGKILL)
+    for _ in range(500):
+        if not (cgroup / "cgroup.procs").read_text().split():
+            break
+        asyncio.run(asyncio.sleep(0.01))
+    subprocess.run([sys.executable, "-c", NEXT_COMMAND], check=True, timeout=60)
+    assert not cgroup.exists(), "the next owner removed the dead owner's empty cgroup"
