@@ -39,7 +39,7 @@ typecheck: $(STAMP)
 
 # Three workers on two cores: most tests wait on processes, sockets and files, not on the CPU.
 test: lint typecheck $(NPM_STAMP)
-	$(BIN)/pytest -n 3
+	$(BIN)/pytest -n 3 -m "not proof"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/mailbox.py
@@ -52,6 +52,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/resume.py
 	$(BIN)/python benchmarks/tui.py
 	$(BIN)/python benchmarks/grep.py
+	$(BIN)/python benchmarks/queue.py
+	$(BIN)/pytest -n 3 -m proof
 
 # The mutation gate: each curated one-line bug in benchmarks/mutants.toml must fail its tests (up to 15 min).
 mutants: $(STAMP)

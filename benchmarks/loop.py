@@ -27,10 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from store import LEAD, floor_append, floor_connect, floor_store, make_turn
-
+from benchmarks.store import LEAD, floor_append, floor_connect, floor_store, make_turn
 from teamrt.models import ModelRequest, Reply, ScriptedModel
 from teamrt.runtime.agent import AgentEnv, AgentSpec
 from teamrt.runtime.asking import policy_asker

@@ -3,7 +3,8 @@
 The start time is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot);
 a pid whose start time differs from the recorded one is another process.
 Tools start their programs in process groups of their own; ``kill_group``
-ends such a group, whatever it has started in the meantime.
+ends such a group, whatever it has started in the meantime. ``python_module``
+is how teamrt starts itself (or one of its modules) in a process of its own.
 """
 
 from __future__ import annotations
@@ -11,9 +12,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 
 KILL_WAIT = 5.0
 """How long ``kill_group`` waits for SIGKILLed processes to go."""
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    """The command line that runs ``python -m module args`` with this interpreter, with ``-P``: the
+    working directory is kept off ``sys.path``, so a ``queue.py`` (or ``json/``, ``sqlalchemy/``) that an
+    agent left at the top of the repository a detached run, a queued run's child or a served TUI starts
+    in is never imported in place of the library teamrt asked for, outside the sandbox."""
+    return [sys.executable, "-P", "-m", module, *args]
 
 
 def process_start_time(pid: int) -> int | None:

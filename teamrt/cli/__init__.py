@@ -29,6 +29,9 @@ COMMANDS = {
     "diff": "review", "transcript": "review",
     "demo": "demo",
     "tui": "tui",
+    "worker": "worker",
+    "serve": "serve",
+    "submit": "queue", "queue": "queue",
 }  # fmt: skip
 """Each command's module in ``teamrt.cli``: its ``handle(args)`` does the command, giving the exit status."""
 

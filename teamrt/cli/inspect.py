@@ -26,6 +26,13 @@ def handle(args: argparse.Namespace) -> int:
         return _ls(args)
     if args.command == "logs":
         return _logs(args)
+    if args.command == "stop":  # a queued run, or one waiting for a worker, has no owner to mail
+        from teamrt.queue.stopping import stop_if_queued
+
+        said = stop_if_queued(args.run, args.agent)
+        if said is not None:
+            print(clean_line(said))
+            return 0
     run_dir = home.existing_run_dir(args.run)
     if args.command == "show" and args.json:
         print_json(report.show_json(run_dir, args.run))
@@ -89,11 +96,27 @@ def _send(args: argparse.Namespace, run_dir: Path) -> None:
 
 def _ls(args: argparse.Namespace) -> int:
     runs_dir = home.runs_path()
+    if args.batch is not None:
+        return _ls_batch(args, runs_dir)
     summaries = query.list_runs(runs_dir)
     if args.json:
         print_json([report.summary_json(s) for s in summaries])
     else:
         print("\n".join(report.render_ls(summaries, runs_dir)))
+    return 0
+
+
+def _ls_batch(args: argparse.Namespace, runs_dir: Path) -> int:
+    """``ls --batch B``: the batch's spend against its budget, then its runs."""
+    from teamrt.queue import fleet
+
+    batch, summaries = fleet.batch_runs(runs_dir, args.batch)
+    if args.json:
+        print_json({"batch": fleet.batch_json(batch), "runs": [report.summary_json(s) for s in summaries]})
+    else:
+        print(clean_line(fleet.batch_line(batch)))
+        if summaries:
+            print("\n".join(report.render_ls(summaries, runs_dir)))
     return 0
 
 

@@ -109,6 +109,126 @@ def add_follow_up_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="print one JSON object at the end: the result")
 
 
+def _add_serve_command(commands: argparse._SubParsersAction[_Parser]) -> None:
+    def port(text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) <= 65535:
+            raise argparse.ArgumentTypeError(f"not a port number (1 to 65535): {text!r}")
+        return int(text)
+
+    serve = commands.add_parser(
+        "serve",
+        help="show the TUI in a browser (each page runs its own teamrt tui)",
+        description="Serve the TUI to browsers with textual-serve: each page opened runs teamrt tui in a"
+        " process of its own, on this machine, with this environment (the same home and TEAMRT_DB)."
+        " Bound to 127.0.0.1 unless --host says otherwise; any other address needs a token, from the"
+        " environment variable TEAMRT_SERVE_TOKEN, which every request must then carry (the address"
+        " printed on start sets it as a cookie). Ctrl-C stops it. See docs/serve.md.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=port, default=8000, help="the port to listen on (default: 8000)")
+    serve.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the address people open, when it is not http://HOST:PORT (behind a proxy, or with --host"
+        " 0.0.0.0)",
+    )
+
+
+def _add_queue_commands(commands: argparse._SubParsersAction[_Parser], ls: argparse.ArgumentParser) -> None:
+    """``teamrt submit`` and ``teamrt queue``, and ``ls --batch``."""
+
+    def quota(text: str) -> tuple[str, int]:
+        user, _, number = text.rpartition("=")
+        if not user or not number.isdigit() or int(number) > 1_000_000:
+            raise argparse.ArgumentTypeError(
+                f"expected USER=N (N a whole number, 0 removes it), got {text!r}"
+            )
+        return user, int(number)
+
+    def priority(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+    submit = commands.add_parser(
+        "submit",
+        help="queue a run for the workers of the server database (teamrt worker)",
+        description="Record a run in the queue of the server database TEAMRT_DB and hand it to a worker"
+        " (teamrt worker): the team of TEAMFILE (its text is sent: workers cannot read your files), else"
+        " the built-in team --team NAME, else the built-in default team; the worker clones --repo at"
+        " --ref and pushes the run's integration branch back to it. Prints the run's id. The submitter is"
+        " TEAMRT_USER, else your login name. See docs/queue.md.",
+    )
+    submit.add_argument(
+        "teamfile", nargs="?", metavar="TEAMFILE", help="a team file (TOML); see docs/team-file.md"
+    )
+    submit.add_argument("--team", metavar="NAME", help="a built-in team (default: default)")
+    submit.add_argument("--prompt", help="the task (a team file may give a default)")
+    submit.add_argument("--repo", metavar="URL", help="the repository the worker clones and pushes back to")
+    submit.add_argument(
+        "--ref", metavar="REF", help="the branch, tag or commit to start from (default: its HEAD)"
+    )
+    submit.add_argument("--model", help="every agent's model (as teamrt run --model)")
+    submit.add_argument("--budget-usd", type=_positive_float, help="the run's hard dollar budget")
+    submit.add_argument(
+        "--priority", type=priority, default=0, help="higher runs first (default: 0); low ones can wait long"
+    )
+    submit.add_argument(
+        "--key",
+        metavar="KEY",
+        help="an idempotency key: a second submission with it is refused, naming the first run",
+    )
+    submit.add_argument(
+        "--batch", metavar="BATCH",
+        help="the batch the run belongs to: its --budget-usd is reserved from the batch's budget, all or"
+        " nothing",
+    )  # fmt: skip
+    submit.add_argument(
+        "--batch-budget-usd",
+        type=_positive_float,
+        metavar="USD",
+        help="the budget of a new batch (its first run)",
+    )
+    submit.add_argument("--queue", metavar="POOL", help="the queue whose workers take it (default: teamrt)")
+    queue = commands.add_parser(
+        "queue",
+        help="show the queue's workers, jobs and waiting runs; set a submitter's quota",
+        description="The workers of the queue in TEAMRT_DB with the age of their last heartbeat, its jobs"
+        " counted by queue and status, and the runs not yet ended. --quota USER=N lets USER have at most N"
+        " runs running at once (0 removes the limit).",
+    )
+    queue.add_argument("--json", action="store_true", help="print it as one JSON object")
+    queue.add_argument("--quota", type=quota, metavar="USER=N", help="set USER's running limit (0: none)")
+    ls.add_argument(
+        "--batch",
+        metavar="BATCH",
+        help="only the runs of a batch (teamrt submit --batch), with its spend and budget",
+    )
+
+
+def _add_worker_command(
+    commands: argparse._SubParsersAction[_Parser],
+    run: argparse.ArgumentParser,
+    resume: argparse.ArgumentParser,
+) -> None:
+    """``teamrt worker``, and the hidden ``--queued`` mode of ``run`` and ``resume`` (a worker's children)."""
+    worker = commands.add_parser(
+        "worker",
+        help="run queued runs (teamrt submit) on this machine until stopped",
+        description="A worker of the queue in the server database TEAMRT_DB: it takes submitted runs from its"
+        " queue, clones each run's repository into the run's directory, runs it as a process of its own"
+        " (teamrt run, or teamrt resume after a crash) and pushes the run's integration branch back to the"
+        " repository. Runs whose worker died are resumed by another worker. Every worker must share"
+        " TEAMRT_HOME (the run directories) and have a distinct TEAMRT_HOST. Ctrl-C (SIGTERM) stops taking"
+        " runs and waits for those running. See docs/queue.md.",
+    )
+    worker.add_argument("--slots", type=_positive_int, default=1, help="runs at once (default: 1)")
+    worker.add_argument("--queue", metavar="POOL", help="the queue to take runs from (default: teamrt)")
+    run.add_argument("--queued", metavar="RUN", help=argparse.SUPPRESS)
+    resume.add_argument("--queued", action="store_true", help=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="teamrt", description="A runtime for teams of LLM agents.")
     parser.add_argument("--version", action="version", version=f"teamrt {__version__}")
@@ -390,7 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
         "stop",
         help="ask a live run's supervisor to stop the run or one agent",
         description="Send a stop request to the supervisor of a live run: stop AGENT, or the whole"
-        " run when no AGENT is given. A crashed or finished run is refused.",
+        " run when no AGENT is given. A crashed or finished run is refused. A queued run (teamrt submit),"
+        " or one waiting for a worker, is stopped at once: its job is cancelled.",
     )
     stop.add_argument("run", metavar="RUN", help="the run's id")
     stop.add_argument("agent", metavar="AGENT", nargs="?", help="the agent to stop (default: the whole run)")
@@ -421,6 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
         " run. Press ? in the TUI for every key.",
     )
     tui.add_argument("run", metavar="RUN", nargs="?", help="open this run (default: the runs list)")
+    _add_serve_command(commands)
     diff = commands.add_parser(
         "diff",
         help="print the diff of a run's work, or of one agent's",
@@ -505,4 +627,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--older-than", type=_age, metavar="AGE",
         help="with --runs: the runs that ended longer ago than AGE, a number and a unit: 30d, 12h, 2w, 90m",
     )  # fmt: skip
+    _add_worker_command(commands, run, resume)
+    _add_queue_commands(commands, ls)
     return parser

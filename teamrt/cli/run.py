@@ -52,6 +52,10 @@ LOCAL_FLAGS = ("command", "teamfile", "detach", "tui", "run_id", "json")
 
 
 def handle(args: argparse.Namespace) -> int:
+    if getattr(args, "queued", None):  # a queued run's child, started by its worker (teamrt.queue.child)
+        from teamrt.queue import child
+
+        return child.run_queued(args.queued) if args.command == "run" else child.resume_queued(args.run)
     if args.command == "run":
         return _run_one(args)
     return _resume(args)

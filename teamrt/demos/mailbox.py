@@ -30,6 +30,7 @@ from teamrt import home
 from teamrt.errors import TeamrtError
 from teamrt.mailbox import Inbox, Mailbox, MailboxError, Message, UnknownRecipient, new_id, open_watcher
 from teamrt.mailbox.watcher import Watcher
+from teamrt.procs import python_module
 
 LEAD = "lead"
 WORKERS = ("alice", "bob", "carol")
@@ -291,7 +292,7 @@ def lead_run(rounds: int) -> None:
 
 
 def start_worker(mailbox: Mailbox, name: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "teamrt.demos.mailbox"]
+    command = python_module("teamrt.demos.mailbox")
     command += ["--agent", name, "--root", str(mailbox.root), "--run", mailbox.run]
     return subprocess.Popen(command, stdin=subprocess.DEVNULL)
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from teamrt.errors import TeamrtError
+from teamrt.procs import python_module
 from teamrt.runs.follow import OUTPUT_LOG
 
 DETACH_WAIT_S = 60.0  # how long ``start`` waits for the run's store before it returns anyway
@@ -50,7 +50,7 @@ def start(argv: list[str], run_dir: Path, ready: Callable[[], bool]) -> bool:
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "teamrt", *argv],
+            python_module("teamrt", *argv),
             stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},  # output.log follows the run as it goes
         )  # fmt: skip
@@ -85,7 +85,7 @@ def _take_over(argv: list[str]) -> None:
     command = f"teamrt {argv[0]}"
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "teamrt", *argv],
+            python_module("teamrt", *argv),
             capture_output=True, text=True, timeout=RESUME_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as e:

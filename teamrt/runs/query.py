@@ -14,6 +14,7 @@ are aged in the database's clock (``StoreReader.now``), which wrote them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -22,13 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from teamrt.errors import UserError
 from teamrt.mailbox import is_name
 from teamrt.models.registry import is_sim
+from teamrt.runs import queued
 from teamrt.runs.identity import alone
+from teamrt.runs.queued import QueuePlace
 from teamrt.runtime.asking import ANSWERED, ASK
 from teamrt.runtime.forecast import SPAWN_FORECAST
 from teamrt.runtime.losses import MAIL_QUARANTINED
@@ -160,23 +163,28 @@ class RunSummary:
     """Commits the store lacks against its run directory (``store.integrity``): a resume refuses it."""
     alone: str | None = None
     """The agent definition a run of one agent runs (``run --agent``, ``identity.alone``); None: a team."""
+    queue: QueuePlace | None = None
+    """Its place in the queue, when the database holds one (``teamrt.queue.fleet``); None otherwise."""
 
 
 SummaryCache = dict[str, tuple[tuple[int, ...], RunSummary]]
 """Summaries by run, with the stamp of the store's files they were read at (see ``list_runs``)."""
 
 
-def list_runs(runs_dir: Path, cache: SummaryCache | None = None) -> list[RunSummary]:
+def list_runs(
+    runs_dir: Path, cache: SummaryCache | None = None, *, batch: str | None = None
+) -> list[RunSummary]:
     """Every run directory under ``runs_dir``, newest first; an unreadable one carries its problem.
 
     With ``cache`` (kept by a caller that lists again and again, the TUI), a
     run not live whose store files have not changed since is not read again:
     only a write (a resume's) can change what it says. A live run is always
-    read, since its owner can die without writing.
+    read, since its owner can die without writing. With ``batch``, only the runs of that batch of the
+    queue (a server database's).
     """
     url = server_url()
     if url is not None:
-        return _server_runs(url, runs_dir)
+        return _server_runs(url, runs_dir, batch)
     if not runs_dir.is_dir():
         return []
     found = [
@@ -187,22 +195,31 @@ def list_runs(runs_dir: Path, cache: SummaryCache | None = None) -> list[RunSumm
     return sorted(found, key=lambda s: (s.started, s.id), reverse=True)
 
 
-def _server_runs(url: str, runs_dir: Path) -> list[RunSummary]:
+def _server_runs(url: str, runs_dir: Path, batch: str | None = None) -> list[RunSummary]:
     """Every run in the server database, whichever host it is on, with one connection; and a run
-    directory here that the database does not have, as a problem."""
+    directory here that the database does not have, as a problem. A database with a queue adds each
+    run's place in it and the submitted runs not started yet (``teamrt.queue.fleet``)."""
     engine = reader_engine(url)
     try:
         with engine.connect() as conn:  # a database no run has reached has no schema yet: no runs
             has_runs = current_revision(conn) is not None
             ids = list(conn.execute(select(t.runs.c.id)).scalars()) if has_runs else []
         found = [_summary_of(StoreReader(engine, run_id), run_id, 0.0, runs_dir / run_id) for run_id in ids]
+        if has_runs and engine.dialect.name == "postgresql":
+            with engine.connect() as conn:
+                if queued.has_queue(conn):
+                    found = with_queue(conn, found, batch)
+                elif batch is not None:
+                    raise RunsError(f"no batch {batch[:60]!r}: this database has no queue")
+        if batch is not None:
+            return found
     except SQLAlchemyError as e:
         reason = database_reason(e)
         raise RunsError(f"cannot read the runs in {describe_store(url)}: {reason}") from None
     finally:
         engine.dispose()
     if runs_dir.is_dir():
-        known = set(ids)
+        known = {s.id for s in found}  # a queued run's directory (its clone) may come before its row
         for entry in os.scandir(runs_dir):
             if is_name(entry.name) and entry.is_dir(follow_symlinks=False) and entry.name not in known:
                 found.append(
@@ -375,3 +392,36 @@ def as_pending(event: EventRecord) -> PendingAsk:
         at=event.at,
         wait_s=float(wait) if isinstance(wait, int | float) else 0.0,
     )
+
+
+def placed(summary: RunSummary, run: queued.QueuedRun | None) -> RunSummary:
+    """A run's ``ls`` line with its place in the queue; a crashed run whose next attempt waits for a
+    worker says so."""
+    if run is None:
+        return dataclasses.replace(summary, queue=QueuePlace(None, None, None, 0))
+    status = summary.status
+    if status == CRASHED and not run.ended and run.attempt > 0 and not run.started:
+        status = queued.waiting_text(run)
+    place = QueuePlace(run.submitter, run.batch, run.host, run.attempt)
+    return dataclasses.replace(summary, status=status, queue=place)
+
+
+def unstarted(run: queued.QueuedRun) -> RunSummary:
+    """The ``ls`` line of a submitted run with no ``runs`` row yet: queued, or ended before it started."""
+    status = (run.end_status or "stopped") if run.ended else "queued"
+    return RunSummary(
+        run.run_id, run.submitted_at, status, run.prompt, budget_usd=run.budget_usd,
+        queue=QueuePlace(run.submitter, run.batch, run.host, run.attempt),
+    )  # fmt: skip
+
+
+def with_queue(conn: Connection, summaries: list[RunSummary], batch: str | None) -> list[RunSummary]:
+    """``ls``'s runs with their places in the queue, and the submitted runs not started yet; with
+    ``batch``, only that batch's runs. A database no run was ever submitted to lists as before."""
+    runs = queued.queued_runs(conn, batch=batch)
+    if not runs and batch is None:
+        return summaries
+    shown = [placed(s, runs.get(s.id)) for s in summaries if batch is None or s.id in runs]
+    known = {s.id for s in summaries}
+    shown += [unstarted(run) for run in runs.values() if run.run_id not in known]
+    return sorted(shown, key=lambda s: (s.started, s.id), reverse=True)

@@ -78,11 +78,13 @@ def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = N
         where = runs_dir if url is None else describe_store(url)
         return [f"no runs yet in {where}; start one with: teamrt run --prompt '...'"]
     now = time.time() if now is None else now
-    rows = [("RUN", "STATUS", "AGE", "AGENTS", "COST", "TOKENS", "TASK")]
+    queued = any(s.queue is not None for s in summaries)  # a database with a queue: who, which batch, where
+    rows = [("RUN", "STATUS", "AGE", "AGENTS", "COST", "TOKENS", *(QUEUE_COLUMNS if queued else ()), "TASK")]
     for s in summaries:
         age = age_text(now - s.started)
+        place = _place_cells(s) if queued else ()
         if s.problem is not None:
-            rows.append((s.id, s.status, age, "", "", "", s.problem))
+            rows.append((s.id, s.status, age, "", "", "", *place, s.problem))
             continue
         agents = f"{s.agents}, {s.running} running" if s.running else str(s.agents)
         agents += f" ({s.alone})" if s.alone else ""  # run --agent: the one agent file it runs
@@ -90,8 +92,16 @@ def render_ls(summaries: list[RunSummary], runs_dir: Path, now: float | None = N
         behind = ", store behind" if s.store_behind else ""
         status = s.status + behind + (f" ({s.owner})" if s.owner else "")
         cost = spent_text(s.usage.cost_usd, s.budget_usd, s.simulated)
-        rows.append((s.id, status, age, agents, cost, f"{s.usage.total_tokens:,}", task))
+        rows.append((s.id, status, age, agents, cost, f"{s.usage.total_tokens:,}", *place, task))
     return [clean_line(line) for line in table(rows, right=(4, 5))]
+
+
+QUEUE_COLUMNS = ("SUBMITTER", "BATCH", "HOST")
+
+
+def _place_cells(s: RunSummary) -> tuple[str, str, str]:
+    q = s.queue
+    return ("", "", "") if q is None else (q.submitter or "", q.batch or "", q.host or "")
 
 
 def summary_json(s: RunSummary) -> dict[str, Any]:
@@ -112,7 +122,16 @@ def summary_json(s: RunSummary) -> dict[str, Any]:
         "owner_pid": s.owner_pid,
         "store_behind": s.store_behind if readable else None,
         "problem": s.problem,
+        **_place_json(s),
     }
+
+
+def _place_json(s: RunSummary) -> dict[str, Any]:
+    """The queue's keys of ``ls --json``, for every run of a database with a queue (none otherwise)."""
+    q = s.queue
+    if q is None:
+        return {}
+    return {"submitter": q.submitter, "batch": q.batch, "host": q.host, "attempt": q.attempt or None}
 
 
 # -- show ----------------------------------------------------------------------

@@ -148,6 +148,25 @@ def test_detach_prints_the_run_id_and_logs_follow_it_to_the_end(tmp_path: Path) 
     assert f"run {run_id}: done" in output
 
 
+@pytest.mark.hostile
+def test_a_detached_run_never_imports_a_module_an_agent_left_at_the_top_of_the_repository(
+    tmp_path: Path,
+) -> None:
+    """``python -m`` puts the working directory first on ``sys.path``: a ``queue.py`` or ``json/`` that an
+    agent wrote at the top of the repository would be imported by the detached run in place of the
+    standard library's, outside the sandbox. The run's process starts with ``-P``, so neither is."""
+    marker = tmp_path / "imported"
+    trap = f"import pathlib\npathlib.Path({str(marker)!r}).write_text(__name__)\n"
+    (tmp_path / "queue.py").write_text(trap)
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "__init__.py").write_text(trap)
+    run_id = detach("--prompt", "Say hello.", "--model", "sim", project=tmp_path)
+    followed = teamrt("logs", run_id, "-f", project=tmp_path)
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.splitlines()[-1] == f"run {run_id} ended: done"
+    assert not marker.exists(), f"{marker.read_text()} was imported from the repository"
+
+
 def test_a_detached_run_gets_every_argument(tmp_path: Path) -> None:
     prompt = "--detach -x: a task that looks like options"
     run_id = detach(

@@ -11,8 +11,10 @@ from teamrt.store import open_reader
 
 
 def teamrt(*args: str, project: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``teamrt args`` in ``project``, as the installed command runs: ``-P`` keeps the working directory
+    off ``sys.path``, as a console script does."""
     return subprocess.run(
-        [sys.executable, "-m", "teamrt", *args],
+        [sys.executable, "-P", "-m", "teamrt", *args],
         env={**os.environ, "TEAMRT_HOME": str(project / ".teamrt"), **env},
         cwd=project,
         capture_output=True,

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -27,29 +28,26 @@ from teamrt.sim import SimServer
 from teamrt.sim.policy import SimRequest
 from teamrt.store import open_reader
 from teamrt.testing import chaos
+from tests.system.conftest import Finished
 
 KILLS_PER_RUN = 5
 RANDOM_KILLS = 32
 
 
 @pytest.fixture(scope="module")
-def ctx() -> Any:
-    return chaos.context()
+def ctx(chaos_ctx: Any) -> Any:
+    return chaos_ctx
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tree the research team surveys: teamrt's own, copied once, so every run sees the same."""
-    return chaos.prepare("research", tmp_path_factory.mktemp("tree"))
+def tree(chaos_tree: Path) -> Path:
+    """The tree the research team surveys (the one the references surveyed)."""
+    return chaos_tree
 
 
 @pytest.fixture(scope="module")
-def references(tmp_path_factory: pytest.TempPathFactory, ctx: Any, tree: Path) -> dict[str, chaos.Reference]:
-    refs = {}
-    for example in ("coding", "research"):
-        where = tmp_path_factory.mktemp(f"reference-{example}")
-        refs[example] = chaos.reference(example, where / "home", chaos.prepare(example, where, tree), ctx)
-    return refs
+def references(uninterrupted: Callable[[str], Finished]) -> dict[str, chaos.Reference]:
+    return {example: uninterrupted(example).ref for example in ("coding", "research")}
 
 
 def survive(
@@ -96,15 +94,15 @@ def test_random_kills_are_survived(
 
 
 def teamrt(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "teamrt", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "TEAMRT_HOME": str(home)}, timeout=120)  # fmt: skip
+    return subprocess.run([sys.executable, "-P", "-m", "teamrt", *args], cwd=cwd, capture_output=True,
+                          text=True, env={**os.environ, "TEAMRT_HOME": str(home)}, timeout=120)  # fmt: skip
 
 
 def start_run(example: str, where: Path, until: str) -> tuple[Path, Path, subprocess.Popen[bytes]]:
     """``teamrt run`` of an example in its own process, once ``until`` (a glob in the home) exists."""
     project, home = chaos.prepare(example, where), where / "home"
     team = team_file(example)
-    owner = subprocess.Popen([sys.executable, "-m", "teamrt", "run", str(team)], cwd=project,
+    owner = subprocess.Popen([sys.executable, "-P", "-m", "teamrt", "run", str(team)], cwd=project,
                              env={**os.environ, "TEAMRT_HOME": str(home)}, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 60
@@ -163,7 +161,7 @@ def test_resuming_a_live_run_is_refused(tmp_path: Path, store_db: str) -> None:
             "ANTHROPIC_BASE_URL": sim.url,
             "ANTHROPIC_API_KEY": "k",
         }
-        run = [sys.executable, "-m", "teamrt", "run", str(team), "--prompt", "write notes"]
+        run = [sys.executable, "-P", "-m", "teamrt", "run", str(team), "--prompt", "write notes"]
         owner = subprocess.Popen(
             run, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
