@@ -16,6 +16,7 @@ from pathlib import Path
 
 from teamrt.errors import UserError
 from teamrt.mailbox import check_name, is_name
+from teamrt.terminal import clean_line
 
 HOME_ENV = "TEAMRT_HOME"
 DEFAULT_HOME = ".teamrt"
@@ -32,6 +33,15 @@ class UnknownRun(UserError, LookupError):
         self.run = run
         self.runs = runs
         super().__init__(f"no run named {run!r} in {runs}" + (f" ({why})" if why else ""))
+
+
+class RunNotStarted(UnknownRun):
+    """A submitted run (``teamrt submit``) no worker has started: it has no store yet."""
+
+    def __init__(self, run: str, runs: Path, said: str) -> None:
+        self.run = run
+        self.runs = runs
+        UserError.__init__(self, said)
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -122,6 +132,11 @@ def _in_server_database(run_id: str, runs: Path) -> bool:
     try:
         open_reader(runs / run_id, run_id).close()
     except StoreError:
+        from teamrt.store.queue_tables import not_started
+
+        said = not_started(url, run_id)
+        if said is not None:
+            raise RunNotStarted(run_id, runs, clean_line(said)) from None
         return False
     except SQLAlchemyError as e:
         reason = database_reason(e)

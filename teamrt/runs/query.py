@@ -49,6 +49,7 @@ from teamrt.store import (
     Usage,
     integrity,
     open_reader,
+    queue_tables,
 )
 from teamrt.store import tables as t
 from teamrt.store.engine import DB_FILE, reader_engine, run_file, server_url
@@ -57,6 +58,7 @@ from teamrt.store.errors import database_reason
 from teamrt.store.migrate import current_revision
 from teamrt.store.ownership import GONE, host_identity, owner_state
 from teamrt.store.ownership import NOT_RESPONDING as OWNER_NOT_RESPONDING
+from teamrt.terminal import clean_line
 
 CRASHED = "crashed"
 NOT_RESPONDING = "not responding"
@@ -126,10 +128,26 @@ def reading(run_dir: Path, run_id: str) -> Iterator[StoreReader]:
         reader = open_reader(run_dir, run_id)
         try:
             yield reader
+        except RunNotFound as e:
+            said = why_unreadable(run_id, e)
+            if said == str(e):
+                raise
+            raise RunsError(said) from None
         finally:
             reader.close()
     except SQLAlchemyError as e:
         raise unreadable(run_id, e) from None
+
+
+def why_unreadable(run_id: str, e: Exception) -> str:
+    """What to say of a run whose store could not be read: for a submitted run that no worker started
+    (``teamrt submit``), that it is queued or ended before it started; else the error's own line."""
+    url = server_url()
+    if isinstance(e, RunNotFound) and url is not None:
+        said = queue_tables.not_started(url, run_id)
+        if said is not None:
+            return clean_line(said)
+    return str(e)
 
 
 def unreadable(run_id: str, e: SQLAlchemyError) -> RunsError:

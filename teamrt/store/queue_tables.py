@@ -97,3 +97,30 @@ user_quotas = Table(
     Column("submitter", String(128), primary_key=True),
     Column("max_running", Integer, nullable=False),
 )
+
+
+def not_started(url: str, run_id: str) -> str | None:
+    """Why run ``run_id``, which has no ``runs`` row in the server database ``url``, was never started,
+    when it is a submitted run: queued, or ended before it started (said by ``show``, ``logs``, the TUI);
+    None when the queue does not know it either (or the database has no queue)."""
+    from sqlalchemy import inspect, select
+
+    from teamrt.store.engine import reader_engine
+
+    engine = reader_engine(url)
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name != "postgresql" or not inspect(conn).has_table(queue_runs.name):
+                return None
+            row = conn.execute(
+                select(queue_runs.c.ended_at, queue_runs.c.end_status, queue_runs.c.end_reason).where(
+                    queue_runs.c.run_id == run_id
+                )
+            ).first()
+    finally:
+        engine.dispose()
+    if row is None:
+        return None
+    if row.ended_at is None:
+        return f"run {run_id} is queued: no worker has started it yet (teamrt stop {run_id} cancels it)"
+    return f"run {run_id} ended before a worker started it: {row.end_reason or row.end_status}"

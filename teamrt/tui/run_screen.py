@@ -27,7 +27,7 @@ from textual.widgets import Footer, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from teamrt.mcp.capabilities import ELICITATION_ASK
-from teamrt.runs.query import CRASHED, PendingAsk, RunsError, unreadable
+from teamrt.runs.query import CRASHED, PendingAsk, RunsError, unreadable, why_unreadable
 from teamrt.runs.render import describe_call
 from teamrt.store import StoreError
 from teamrt.tui import actions, paging
@@ -168,7 +168,7 @@ class RunScreen(TeamScreen):
         except SQLAlchemyError as e:
             self.post_message(ReadFailed(str(unreadable(self.run_id, e))))
         except (StoreError, RunsError, OSError, sqlite3.Error) as e:
-            self.post_message(ReadFailed(str(e)))
+            self.post_message(ReadFailed(why_unreadable(self.run_id, e)))
         finally:
             if follower is not None:
                 follower.close()

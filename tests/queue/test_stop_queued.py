@@ -114,3 +114,19 @@ def test_stopping_an_agent_of_a_queued_run_is_refused(db: Engine, capsys: pytest
 def test_a_run_not_submitted_goes_the_usual_way(db: Engine, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = cli(capsys, "stop", "not-a-queued-run")
     assert (status, out) == (1, "") and err.startswith("teamrt: no run named 'not-a-queued-run'")
+
+
+def test_show_and_logs_of_a_run_no_worker_started_say_so_in_one_line(
+    db: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A submitted run has no store until a worker starts it: ``show`` and ``logs`` say it is queued (or
+    ended before it started), not that there is no such run."""
+    run = submit(capsys, "--prompt", "p")
+    queued = f"teamrt: run {run} is queued: no worker has started it yet (teamrt stop {run} cancels it)\n"
+    assert cli(capsys, "show", run) == (1, "", queued)
+    assert cli(capsys, "logs", run) == (1, "", queued)
+    assert cli(capsys, "stop", run)[0] == 0
+    ended = f"teamrt: run {run} ended before a worker started it: stopped before it started\n"
+    assert cli(capsys, "show", run) == (1, "", ended)
+    status, _, said = cli(capsys, "show", "20261129-000000-none")
+    assert status == 1 and said.startswith("teamrt: no run named '20261129-000000-none'"), said
