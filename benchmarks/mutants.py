@@ -69,6 +69,7 @@ PROMISES = (
     "a working day",
     "long runs on Claude",
     "Claude Code set-ups",
+    "many runs, many machines",
 )
 FIELDS = ("name", "promise", "file", "find", "replace", "tests")
 # Not copied: environments, caches and run data; none of it is needed to run the tests.
