@@ -312,7 +312,7 @@ def _model(name: str | None) -> str | None:
 
 def _parse(path: Path) -> dict[str, Any]:
     try:
-        text = _read(path).decode("utf-8")
+        text = read_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise TeamFileError(path, "no such team file") from None
     except OSError as exc:
@@ -327,7 +327,7 @@ def _parse(path: Path) -> dict[str, Any]:
         raise TeamFileError(path, "TOML nested too deeply") from None
 
 
-def _read(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     """The file's bytes; a FIFO, device or directory is refused without blocking, and so is a huge file."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:

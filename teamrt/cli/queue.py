@@ -10,8 +10,6 @@ runs waiting (``teamrt.queue.fleet``), or sets a submitter's quota.
 from __future__ import annotations
 
 import argparse
-import os
-import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -73,18 +71,13 @@ def _team(path: str | None, name: str | None) -> tuple[str | None, str, str | No
 
 def _read_team(path: Path) -> str:
     """The team file's text: a regular file of at most the parser's limit, UTF-8."""
-    from teamrt.team import MAX_BYTES, TeamFileError
+    from teamrt.team import MAX_BYTES, TeamFileError, read_bytes
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_bytes(path)
     except OSError as e:
         raise TeamFileError(path, f"cannot read: {e.strerror or e}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise TeamFileError(path, "not a regular file")
-        data = f.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
+    if len(data) > MAX_BYTES:  # it grew after its size was checked
         raise TeamFileError(path, f"over {MAX_BYTES // 1024} KiB; a team file is a short TOML file")
     try:
         return data.decode("utf-8")
