@@ -222,12 +222,26 @@ class Pacer:
             if ticket is not None:
                 self._pending.pop(ticket.seq, None)
             if seq < self._observed_seq:
+                # Newer figures are held, from a call admitted after this one that may have reached the
+                # server first: they may not count this call, which no longer counts as in flight. So it
+                # is debited from them now; if they did count it, that only waits longer.
+                self._debit(ticket.need if ticket is not None else (0, 0, 0))
                 self._wake()
                 return
             self._observed_seq = seq
             sent = ticket.sent if ticket is not None else None
             self._levels = {} if limits is None else self._levels_of(limits, sent)
             self._wake()
+
+    def _debit(self, need: tuple[int, int, int]) -> None:
+        """Take ``need`` out of the buckets as they stand now; called with the lock held."""
+        if not self._levels:
+            return
+        now = self._clock()
+        amounts = {"requests": need[0], "input": need[1], "output": need[2], "tokens": need[1] + need[2]}
+        for name, level in self._levels.items():
+            level.remaining = max(0.0, level.available(now) - amounts[name])
+            level.at = now
 
     def release(self, ticket: Ticket) -> None:
         """The call is over (answered, failed or cancelled); its figures, if any, were observed."""

@@ -109,6 +109,27 @@ def test_calls_in_flight_are_debited_until_their_figures_come_back() -> None:
     assert asyncio.run(go()) == [True, True]
 
 
+def test_a_call_whose_figures_come_back_after_newer_ones_stays_debited() -> None:
+    """Two calls in flight; the later one reaches the server first (a loaded machine) and its figures come
+    back first. The earlier call's figures, older, are not taken, but the newer ones may not count it: it
+    stays debited, so a third call that only fits if it were not counted waits."""
+
+    async def go() -> bool:
+        pacer = Pacer()
+        pacer.observe(await pacer.admit(0, 0), limits(remaining=10_000, reset_in=60))
+        first = await pacer.admit(4_000, 0)
+        second = await pacer.admit(4_000, 0)
+        pacer.observe(second, limits(remaining=6_000, reset_in=60))  # the server counted only the second
+        pacer.observe(first, limits(remaining=10_000, reset_in=60))  # older figures: not taken
+        third = asyncio.ensure_future(pacer.admit(4_000, 0))  # 6,000 - 500 rounding - 4,000 leaves 1,500
+        await asyncio.sleep(0.1)
+        held = not third.done()
+        third.cancel()
+        return held
+
+    assert asyncio.run(go()), "the earlier call is still debited"
+
+
 def test_before_any_figures_calls_within_the_api_s_floor_go_and_the_rest_wait_for_the_first_figures() -> None:
     async def go() -> tuple[int, bool, bool]:
         pacer = Pacer()

@@ -23,9 +23,11 @@ def hold(run_dir: Path, usd: float) -> None:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Iterator[tuple[Path, Store]]:
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Store]]:
     """The coding run, its lead having forecast $0.50 for the reviewer (it has spent $0.0041), and $0.03
-    held for a call in flight."""
+    held for a call in flight. Its owner beats no heartbeat while the test lasts: a heartbeat is a commit,
+    which would wake the follower whenever a loaded machine stretched the checks past its 2 s."""
+    monkeypatch.setattr("teamrt.store.store.HEARTBEAT_S", 3600.0)
     store = asyncio.run(coding_run(tmp_path / "runs"))
     asyncio.run(store.append_event(SPAWN_FORECAST, {"agents": {"reviewer": 0.5}, "usd": 0.5}, agent="lead"))
     freeze(tmp_path / "runs" / "run-demo")
